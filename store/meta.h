@@ -1,0 +1,97 @@
+/*
+ * meta.h - metadata in sqlite3 (WAL): topics, subscription groups and
+ * consumer offsets.  The only place in Petrel that speaks SQL.
+ * FORMAT.md section "meta.db".
+ *
+ * Topics and groups are read and written through to sqlite (they change
+ * rarely).  Consumer offsets live in an in-memory table and are written in
+ * one transaction of all dirty rows by meta_offsets_flush(), which a
+ * background thread calls every 'offset_flush_ms' and meta_close() calls
+ * last: never one sqlite write per commit.  All functions are thread-safe.
+ */
+#ifndef PETREL_META_H
+#define PETREL_META_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define META_NAME_MAX 255   /* longest topic/group name stored, bytes */
+#define META_SCHEMA_VERSION 1
+
+/* Permission bits, RocketMQ's values. */
+enum { META_PERM_WRITE = 2, META_PERM_READ = 4 };
+
+typedef struct MetaTopic {
+    char name[META_NAME_MAX + 1];
+    uint32_t read_queues;  /* readable queue count */
+    uint32_t write_queues; /* writable queue count */
+    uint32_t perm;         /* META_PERM_* bits; 6 = read-write */
+    bool order;            /* ordered topic */
+    int64_t created_ms;    /* set by the first meta_topic_put */
+    int64_t updated_ms;    /* set by every meta_topic_put */
+} MetaTopic;
+
+typedef struct MetaGroup {
+    char name[META_NAME_MAX + 1];
+    bool consume_enable;       /* default true */
+    bool broadcast;            /* default false */
+    bool orderly;              /* default false */
+    uint32_t retry_max_times;  /* default 16 */
+    uint32_t retry_queue_nums; /* default 1 */
+    int64_t created_ms;
+    int64_t updated_ms;
+} MetaGroup;
+
+typedef struct Meta Meta;
+
+/* meta_open opens or creates the database 'path' (WAL, synchronous=NORMAL),
+ * creating or checking the schema (MQ_ERR_CORRUPT on a newer or unknown
+ * schema version), loads all offsets into memory, and starts the offset
+ * flusher thread when 'offset_flush_ms' > 0.  Caller owns '*out'. */
+int meta_open(const char *path, uint32_t offset_flush_ms, Meta **out);
+
+/* meta_close stops the flusher, flushes dirty offsets, closes.  NULL ok. */
+void meta_close(Meta *m);
+
+/* Topics.  put inserts or replaces by name (created_ms kept on replace);
+ * get fills '*out' or MQ_ERR_NOTFOUND; delete returns MQ_ERR_NOTFOUND if
+ * absent and also drops the topic's offsets; list calls 'fn' per topic in
+ * name order (stop early when 'fn' returns non-zero). */
+int meta_topic_put(Meta *m, const MetaTopic *t);
+int meta_topic_get(Meta *m, const char *name, MetaTopic *out);
+int meta_topic_delete(Meta *m, const char *name);
+int meta_topic_list(Meta *m, int (*fn)(void *arg, const MetaTopic *t), void *arg);
+
+/* Groups: the same contract; delete also drops the group's offsets. */
+int meta_group_put(Meta *m, const MetaGroup *g);
+int meta_group_get(Meta *m, const char *name, MetaGroup *out);
+int meta_group_delete(Meta *m, const char *name);
+int meta_group_list(Meta *m, int (*fn)(void *arg, const MetaGroup *g), void *arg);
+
+/* meta_group_defaults fills 'g' with RocketMQ's defaults and 'name'. */
+void meta_group_defaults(MetaGroup *g, const char *name);
+
+/* Offsets (group, topic, queue) -> next offset to consume.  set/get work on
+ * memory only (set marks the row dirty); get returns MQ_ERR_NOTFOUND when
+ * the group never committed for that queue.  list calls 'fn' for each
+ * queue of (group, topic) in queue order; 'topic' NULL = all topics. */
+int meta_offset_set(Meta *m, const char *group, const char *topic, uint32_t queue_id,
+                    uint64_t offset);
+int meta_offset_get(Meta *m, const char *group, const char *topic, uint32_t queue_id,
+                    uint64_t *out);
+int meta_offset_list(Meta *m, const char *group, const char *topic,
+                     int (*fn)(void *arg, const char *topic, uint32_t queue_id, uint64_t off),
+                     void *arg);
+
+/* meta_offsets_flush writes every dirty offset in one BEGIN IMMEDIATE ...
+ * COMMIT.  Returns the number of rows written (>= 0) or MQ_ERR_DB. */
+int meta_offsets_flush(Meta *m);
+
+/* meta_kv_get/put: small named settings (e.g. the store's host id),
+ * written through.  get copies at most 'cap'-1 bytes plus NUL into 'buf';
+ * MQ_ERR_NOTFOUND if absent. */
+int meta_kv_put(Meta *m, const char *key, const char *value);
+int meta_kv_get(Meta *m, const char *key, char *buf, size_t cap);
+
+#endif
