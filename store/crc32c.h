@@ -1,6 +1,6 @@
 /*
- * crc32c.h - CRC-32C (Castagnoli), the checksum of commit-log records,
- * checkpoint and index headers.  Uses the SSE4.2 crc32 instruction when the
+ * crc32c.h - CRC-32C (Castagnoli), the checksum of commit-log records and
+ * of the checkpoint.  Uses the SSE4.2 crc32 instruction when the
  * CPU has it, a table otherwise; both give the same values.
  */
 #ifndef PETREL_CRC32C_H

@@ -10,7 +10,8 @@
  *     +0  u32 magic 0x50495831 ("PIX1" read as LE bytes 31 58 49 50)
  *     +4  u32 version (IX_VERSION)
  *     +8  i64 begin_ts    store timestamp (ms) of the first entry, 0 = none
- *     +16 i64 end_ts      store timestamp (ms) of the last entry
+ *     +16 i64 end_ts      largest store timestamp (ms) indexed (the last
+ *                         entry's unless the clock stepped back)
  *     +24 u64 begin_phys  commit-log offset of the first entry's record
  *     +32 u64 end_phys    commit-log offset of the last entry's record
  *     +40 u32 slots_used  hash slots that are non-empty
@@ -67,7 +68,8 @@ void ix_close(IndexStore *ix);
 
 /* ix_put adds the key "topic#key" -> 'phys_off' stored at 'store_ts' (ms).
  * Rolls to a new file when the newest is full.  MQ_OK, MQ_ERR_FULL (no
- * disk for a new file), MQ_ERR_IO, MQ_ERR_INVAL (empty key).  Dispatcher
+ * disk for a new file), MQ_ERR_IO, MQ_ERR_INVAL (empty key, key over 4096
+ * or topic over 255 bytes: the caller should skip that key).  Dispatcher
  * thread only. */
 int ix_put(IndexStore *ix, MqSlice topic, MqSlice key, uint64_t phys_off, int64_t store_ts);
 

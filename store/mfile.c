@@ -121,11 +121,11 @@ void mf_unref(MappedFile **pp) {
 
 int mf_mark_delete(MappedFile *mf) {
     if (mf->deleted) return MQ_OK;
-    mf->deleted = true;
     if (mq_io->unlink(mf->path) != 0 && errno != ENOENT) {
         MQ_ERROR("cannot delete '%s': %s", mf->path, strerror(errno));
         return MQ_ERR_IO;
     }
+    mf->deleted = true;
     return MQ_OK;
 }
 
