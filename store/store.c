@@ -326,10 +326,11 @@ static long dispatch_available(Store *st) {
 static void on_append(void *arg) {
     Store *st = arg;
     /* Only wake the dispatcher when it sleeps: a futex call per append would
-     * cost more than the append itself.  The fence pairs with the one in
-     * dispatcher_main: either we see its flag or it sees our record. */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&st->disp_sleeping, __ATOMIC_ACQUIRE)) {
+     * cost more than the append itself.  A locked read-modify-write on the
+     * flag (a full barrier) pairs with the exchange in dispatcher_main:
+     * either we see its flag or it sees our record.  The dispatcher's
+     * 100 ms tick bounds the delay should that ever fail. */
+    if (__atomic_fetch_add(&st->disp_sleeping, 0, __ATOMIC_SEQ_CST)) {
         pthread_mutex_lock(&st->disp_lock);
         pthread_cond_signal(&st->disp_cond);
         pthread_mutex_unlock(&st->disp_lock);
@@ -347,8 +348,7 @@ static void *dispatcher_main(void *arg) {
             break;
         }
         if (n == 0 || n < 0) {
-            __atomic_store_n(&st->disp_sleeping, 1, __ATOMIC_SEQ_CST);
-            __atomic_thread_fence(__ATOMIC_SEQ_CST);
+            __atomic_exchange_n(&st->disp_sleeping, 1, __ATOMIC_SEQ_CST);
             /* Re-check after publishing the flag: an append that missed it
              * has already moved the write offset. */
             if (load64(&st->dispatched) >= cl_write_offset(st->cl) || n < 0) {

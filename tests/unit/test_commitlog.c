@@ -25,6 +25,8 @@ typedef struct Fixture {
     ClConfig cfg;
 } Fixture;
 
+static const char zeros[4096];
+
 static int64_t fixed_clock(void *arg) { return *(int64_t *)arg; }
 static int64_t clock_value = 1767225600123;
 
@@ -186,7 +188,7 @@ static void test_cl_rolls_segment_at_exact_boundary(void **state) {
     /* A record of exactly left-8 bytes fits: 8 bytes stay for a marker. */
     fill_to(f, 500);
     size_t rec = 500 - CL_BLANK_MIN;
-    ClMessage m = msg("t", 0, (char[512]){0}, rec - CL_FIXED_SIZE - 1);
+    ClMessage m = msg("t", 0, zeros, rec - CL_FIXED_SIZE - 1);
     ClAppendResult r;
     assert_int_equal(cl_append(f->cl, &m, 1, &r), MQ_OK);
     assert_true(r.phys_off + r.size == seg - CL_BLANK_MIN);
@@ -259,7 +261,7 @@ static void test_cl_batch_rolls_as_a_unit(void **state) {
     fill_to(f, 300);
     ClMessage batch[3];
     ClAppendResult res[3];
-    for (int i = 0; i < 3; i++) batch[i] = msg("t", 0, (char[100]){0}, 100);
+    for (int i = 0; i < 3; i++) batch[i] = msg("t", 0, zeros, 100);
     assert_int_equal(cl_append(f->cl, batch, 3, res), MQ_OK);
     assert_true(res[0].phys_off == f->cfg.segment_size); /* none left behind */
 }
@@ -536,7 +538,7 @@ static void test_cl_no_space_for_next_segment_is_disk_full_and_loses_nothing(voi
     io = mq_io_default;
     io.fallocate = enospc_fallocate;
     mq_io_set(&io);
-    ClMessage m = msg("t", 0, (char[300]){0}, 300);
+    ClMessage m = msg("t", 0, zeros, 300);
     ClAppendResult r;
     assert_int_equal(cl_append(f->cl, &m, 1, &r), MQ_ERR_FULL);
     assert_true(cl_write_offset(f->cl) == before);

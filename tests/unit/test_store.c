@@ -133,7 +133,7 @@ static void test_store_tag_filter_skips_other_tags(void **state) {
     Fixture *f = *state;
     const char *tags[] = {"A", "B", NULL, "A", "C", "B"};
     for (int i = 0; i < 6; i++) {
-        char body[8];
+        char body[16];
         snprintf(body, sizeof(body), "%d", i);
         put_msg(f, "t", 0, body, tags[i], NULL);
     }
