@@ -36,6 +36,7 @@ BENCH_SRC := $(wildcard tests/bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/tests/bench/%)
 PETREL    := $(BIN)/petrel
 
+.SECONDARY:
 .PHONY: all deps run test unit e2e check bench fuzz clean format help
 all: $(PETREL)
 

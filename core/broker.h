@@ -1,0 +1,46 @@
+/*
+ * broker.h - one broker: owns the message store and the metadata database
+ * and ties them to the configuration.  Later issues hang topics, groups,
+ * retry, delay and transactions off it; the gateway reaches the store and
+ * the metadata only through the borrowed pointers given here.
+ */
+#ifndef PETREL_BROKER_H
+#define PETREL_BROKER_H
+
+#include <stdbool.h>
+
+#include "config.h"
+#include "meta.h"
+#include "store.h"
+
+typedef struct Broker Broker;
+
+/* broker_open copies 'conf', locks conf->data (flock on '<data>/lock':
+ * MQ_ERR_BUSY while another process has it open), opens the store there
+ * (recovering it if the last run crashed) and then '<data>/meta.db' with
+ * the offset flush interval of 'conf'.  conf->listen_port must be the bound port (it goes
+ * into every record as the store host).  Caller owns '*out'.  Errors come
+ * from store_open / meta_open and are logged here. */
+int broker_open(const Config *conf, Broker **out);
+
+/* broker_close closes the metadata (flushing offsets), then the store
+ * (flush, checkpoint, abort file removed), unlocks the data directory and
+ * frees.  NULL ok.  Call it
+ * only once no other thread uses the broker. */
+void broker_close(Broker *b);
+
+/* Borrowed, valid until broker_close. */
+Store *broker_store(Broker *b);
+Meta *broker_meta(Broker *b);
+const Config *broker_config(const Broker *b);
+
+/* A snapshot for /healthz and monitoring. */
+typedef struct BrokerHealth {
+    StoreStats store; /* commit log positions, disk use, refusal */
+    bool writable;    /* the store accepts appends (refusal == MQ_OK) */
+} BrokerHealth;
+
+/* broker_health fills 'out'.  Any thread; takes no lock for long. */
+void broker_health(Broker *b, BrokerHealth *out);
+
+#endif

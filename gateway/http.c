@@ -1,0 +1,366 @@
+/*
+ * http.c - the libmicrohttpd daemon: listening socket, per-request state,
+ * body collection with the size limit, dispatch through the route table,
+ * response helpers and an orderly stop.  See http.h.
+ *
+ * Model: MHD's internal epoll thread pool (2 workers).  Handlers never
+ * block; later issues suspend connections for long polls and sync flushes
+ * (MHD_ALLOW_SUSPEND_RESUME is on for that).
+ */
+#define _GNU_SOURCE
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "handlers.h"
+#include "json.h"
+#include "mq.h"
+
+#define STOP_GRACE_MS 2000 /* longest wait for requests in progress at stop */
+
+struct Gw {
+    struct MHD_Daemon *daemon;
+    Broker *broker;       /* borrowed */
+    int web_fd;           /* O_PATH directory fd of the web root, -1 = none */
+    size_t max_body;      /* bytes */
+    atomic_int in_flight; /* requests between first call and completion */
+    atomic_bool stopping; /* gw_stop has begun */
+};
+
+/* ---- route table ---------------------------------------------------------*/
+
+static const RtRoute routes[] = {
+    {"GET", "/healthz", h_admin_healthz},
+    {"GET", "/", h_admin_root},
+    {"GET", "/console/{path*}", h_static_get},
+};
+
+const RtRoute *gw_routes(size_t *count) {
+    *count = sizeof(routes) / sizeof(routes[0]);
+    return routes;
+}
+
+/* ---- responses -----------------------------------------------------------*/
+
+enum MHD_Result gw_reply(GwRequest *r, unsigned status, struct MHD_Response *resp) {
+    if (!resp) return MHD_NO;
+    if (atomic_load(&r->gw->stopping)) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    }
+    enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+enum MHD_Result gw_reply_json(GwRequest *r, unsigned status, json_t *root) {
+    if (!root) return MHD_NO;
+    size_t len = 0;
+    char *buf = js_dump(root, &len);
+    json_decref(root);
+    if (!buf) return MHD_NO;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(buf);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    return gw_reply(r, status, resp);
+}
+
+/* Builds the error response without queueing it (callers add headers). */
+static struct MHD_Response *error_response(unsigned status, const char *code, const char *msg) {
+    json_t *root = js_error(code ? code : js_code_for_status(status), msg, status);
+    if (!root) return NULL;
+    size_t len = 0;
+    char *buf = js_dump(root, &len);
+    json_decref(root);
+    if (!buf) return NULL;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(buf);
+        return NULL;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    return resp;
+}
+
+enum MHD_Result gw_reply_error(GwRequest *r, unsigned status, const char *code,
+                               const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return gw_reply(r, status, error_response(status, code, msg));
+}
+
+enum MHD_Result gw_reply_err(GwRequest *r, int err, const char *what) {
+    return gw_reply_error(r, gw_status_for(err), NULL, "'%s': %s", what, mq_strerror(err));
+}
+
+/* ---- accessors -----------------------------------------------------------*/
+
+Broker *gw_broker(const GwRequest *r) {
+    return r->gw->broker;
+}
+
+int gw_web_dirfd(const GwRequest *r) {
+    return r->gw->web_fd;
+}
+
+bool gw_is_stopping(const GwRequest *r) {
+    return atomic_load(&r->gw->stopping);
+}
+
+/* ---- request life --------------------------------------------------------*/
+
+/* The path as shown in messages: at most 200 bytes. */
+static int shown_len(const char *path) {
+    size_t n = strlen(path);
+    return n > 200 ? 200 : (int)n;
+}
+
+static enum MHD_Result reply_too_big(GwRequest *r) {
+    return gw_reply_error(r, MHD_HTTP_CONTENT_TOO_LARGE, NULL,
+                          "request body larger than %zu bytes", r->gw->max_body);
+}
+
+/* Final call: the body is complete; route and answer. */
+static enum MHD_Result dispatch(GwRequest *r) {
+    if (r->too_big) return reply_too_big(r);
+    if (atomic_load(&r->gw->stopping)) {
+        return gw_reply_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, "SHUTTING_DOWN",
+                              "the broker is shutting down");
+    }
+    size_t count = 0;
+    const RtRoute *table = gw_routes(&count);
+    switch (rt_match(table, count, r->method, r->path, &r->match)) {
+    case RT_FOUND:
+        return r->match.route->handler(r, &r->match);
+    case RT_METHOD_NOT_ALLOWED: {
+        char msg[320];
+        snprintf(msg, sizeof(msg), "method %s not allowed on '%.*s' (allowed: %s)", r->method,
+                 shown_len(r->path), r->path, r->match.allow);
+        struct MHD_Response *resp = error_response(MHD_HTTP_METHOD_NOT_ALLOWED, NULL, msg);
+        if (resp) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->match.allow);
+        return gw_reply(r, MHD_HTTP_METHOD_NOT_ALLOWED, resp);
+    }
+    case RT_NOT_FOUND:
+        break;
+    }
+    return gw_reply_error(r, MHD_HTTP_NOT_FOUND, NULL, "no such path '%.*s'", shown_len(r->path),
+                          r->path);
+}
+
+/* Marks the request too big: the rest of the body is read and discarded,
+ * then 413 is answered. */
+static void drop_body(GwRequest *r) {
+    r->too_big = true;
+    free(r->body);
+    r->body = NULL;
+    r->body_len = r->body_cap = 0;
+}
+
+/* Appends a body chunk.  The buffer doubles as it fills (a claimed
+ * Content-Length reserves nothing, so idle clients cannot pin memory). */
+static void take_chunk(GwRequest *r, const char *data, size_t len) {
+    if (r->too_big) return;
+    if (len > r->gw->max_body - r->body_len) {
+        drop_body(r);
+        return;
+    }
+    if (r->body_len + len > r->body_cap) {
+        size_t cap = r->body_cap ? r->body_cap : 4096;
+        while (cap < r->body_len + len) cap *= 2;
+        if (cap > r->gw->max_body) cap = r->gw->max_body;
+        char *nb = realloc(r->body, cap);
+        if (!nb) {
+            MQ_ERROR("cannot grow request body to %zu bytes", cap);
+            drop_body(r); /* the client still gets an answer */
+            return;
+        }
+        r->body = nb;
+        r->body_cap = cap;
+    }
+    memcpy(r->body + r->body_len, data, len);
+    r->body_len += len;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    (void)version;
+    Gw *gw = cls;
+    GwRequest *r = *con_cls;
+    if (!r) {
+        /* Call 1 carries the headers only: set up, never answer (an answer
+         * here makes MHD close the connection), except an early 413. */
+        r = calloc(1, sizeof(*r));
+        if (!r) return MHD_NO;
+        r->gw = gw;
+        r->conn = conn;
+        r->method = method;
+        r->path = url;
+        *con_cls = r;
+        atomic_fetch_add(&gw->in_flight, 1);
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl) {
+            char *end = NULL;
+            errno = 0;
+            unsigned long long n = strtoull(cl, &end, 10);
+            if (errno == 0 && end != cl && n > gw->max_body) {
+                r->too_big = true;
+                return reply_too_big(r);
+            }
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        take_chunk(r, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    return dispatch(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)conn;
+    (void)toe;
+    Gw *gw = cls;
+    GwRequest *r = *con_cls;
+    if (!r) return;
+    free(r->body);
+    free(r);
+    *con_cls = NULL;
+    atomic_fetch_sub(&gw->in_flight, 1);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char line[512];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    size_t n = strlen(line);
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
+    MQ_WARN("http: %s", line);
+}
+
+/* ---- daemon --------------------------------------------------------------*/
+
+void gw_config_defaults(GwConfig *cfg) {
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->listen_fd = -1;
+    cfg->web_root = "web";
+    cfg->max_body = (4u << 20) + (64u << 10);
+    cfg->threads = 2;
+    cfg->conn_limit = 4096;
+    cfg->conn_timeout_s = 60;
+    cfg->conn_memory = 64 * 1024;
+}
+
+int gw_listen(const uint8_t ip[4], uint16_t port, int *fd, uint16_t *bound) {
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    memcpy(&sa.sin_addr.s_addr, ip, 4);
+    char shown[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &sa.sin_addr, shown, sizeof(shown));
+
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0) {
+        MQ_ERROR("cannot create socket: %s", strerror(errno));
+        return MQ_ERR_IO;
+    }
+    int one = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        MQ_ERROR("cannot listen on '%s:%u': %s", shown, port, strerror(errno));
+        goto err_close;
+    }
+    if (listen(s, 1024) != 0) {
+        MQ_ERROR("cannot listen on '%s:%u': %s", shown, port, strerror(errno));
+        goto err_close;
+    }
+    socklen_t sl = sizeof(sa);
+    if (getsockname(s, (struct sockaddr *)&sa, &sl) != 0) {
+        MQ_ERROR("cannot read the bound address: %s", strerror(errno));
+        goto err_close;
+    }
+    *fd = s;
+    *bound = ntohs(sa.sin_port);
+    return MQ_OK;
+
+err_close:
+    close(s);
+    return MQ_ERR_IO;
+}
+
+int gw_start(const GwConfig *cfg, Broker *broker, Gw **out) {
+    Gw *gw = calloc(1, sizeof(*gw));
+    if (!gw) {
+        close(cfg->listen_fd);
+        return MQ_ERR_NOMEM;
+    }
+    gw->broker = broker;
+    gw->max_body = cfg->max_body;
+    atomic_init(&gw->in_flight, 0);
+    atomic_init(&gw->stopping, false);
+    gw->web_fd = open(cfg->web_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (gw->web_fd < 0) {
+        MQ_WARN("console disabled: cannot open web root '%s': %s", cfg->web_root,
+                strerror(errno));
+    }
+    unsigned int flags =
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    /* Varargs: every value is cast to the exact type MHD reads. */
+    gw->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, gw,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, /* first, so MHD logs through it */
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)cfg->listen_fd,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->conn_limit,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->conn_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)cfg->conn_memory,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, gw,
+        MHD_OPTION_END);
+    if (!gw->daemon) {
+        MQ_ERROR("cannot start the http daemon");
+        close(cfg->listen_fd);
+        if (gw->web_fd >= 0) close(gw->web_fd);
+        free(gw);
+        return MQ_ERR_IO;
+    }
+    *out = gw;
+    return MQ_OK;
+}
+
+void gw_stop(Gw *gw) {
+    if (!gw) return;
+    atomic_store(&gw->stopping, true);
+    MHD_socket lfd = MHD_quiesce_daemon(gw->daemon);
+    int64_t deadline = mq_mono_ms() + STOP_GRACE_MS;
+    while (atomic_load(&gw->in_flight) > 0 && mq_mono_ms() < deadline) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    int left = atomic_load(&gw->in_flight);
+    if (left > 0) MQ_WARN("stopping with %d request(s) still in progress", left);
+    MHD_stop_daemon(gw->daemon);
+    if (lfd != MHD_INVALID_SOCKET) close(lfd);
+    if (gw->web_fd >= 0) close(gw->web_fd);
+    free(gw);
+}

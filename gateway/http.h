@@ -1,0 +1,91 @@
+/*
+ * http.h - the HTTP daemon (libmicrohttpd, epoll, internal thread pool)
+ * and the per-request state that handlers see.
+ *
+ * Request life: the first MHD callback allocates a GwRequest (headers only;
+ * never answered there, except an early 413 from Content-Length); body
+ * chunks are appended up to GwConfig.max_body; the final callback routes
+ * the request and the handler queues exactly one response.  The state is
+ * freed in MHD's NOTIFY_COMPLETED callback.  Handlers run on MHD workers
+ * and must not block on disk or on other clients.
+ */
+#ifndef PETREL_HTTP_H
+#define PETREL_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "broker.h"
+#include "router.h"
+
+typedef struct Gw Gw;
+
+typedef struct GwRequest {
+    Gw *gw;                      /* the daemon (borrowed) */
+    struct MHD_Connection *conn; /* borrowed from MHD until completion */
+    const char *method;          /* borrowed from MHD */
+    const char *path;            /* percent-decoded path, no query (MHD's) */
+    char *body;                  /* request body, malloc'd; NULL if none */
+    size_t body_len;             /* bytes in 'body' */
+    size_t body_cap;             /* bytes allocated */
+    bool too_big;                /* body exceeded max_body: answer 413 */
+    RtMatch match;               /* the route and its parameters */
+} GwRequest;
+
+typedef struct GwConfig {
+    int listen_fd;           /* bound, listening socket (gw_listen); adopted */
+    const char *web_root;    /* console files directory, opened at start */
+    size_t max_body;         /* larger request bodies get 413, bytes */
+    unsigned threads;        /* MHD worker threads (2) */
+    unsigned conn_limit;     /* concurrent connections */
+    unsigned conn_timeout_s; /* idle connection timeout, seconds */
+    size_t conn_memory;      /* per-connection MHD memory pool, bytes */
+} GwConfig;
+
+/* gw_config_defaults fills 'cfg' with the defaults (2 threads, 4096
+ * connections, 60 s idle timeout, 64 KiB per connection, listen_fd -1). */
+void gw_config_defaults(GwConfig *cfg);
+
+/* gw_listen creates a TCP socket bound to 'ip' (IPv4, network order) and
+ * 'port' (0 = any free port) and listening; '*fd' (caller owns) and the
+ * bound port in '*bound'.  MQ_ERR_IO (logged) if the address is taken. */
+int gw_listen(const uint8_t ip[4], uint16_t port, int *fd, uint16_t *bound);
+
+/* gw_start starts the daemon on cfg->listen_fd serving 'broker' (borrowed;
+ * it must outlive the daemon).  Caller owns '*out'.  MQ_ERR_IO if MHD
+ * refuses to start (the fd is then closed). */
+int gw_start(const GwConfig *cfg, Broker *broker, Gw **out);
+
+/* gw_stop stops accepting, lets requests in progress finish (at most
+ * ~2 s), stops the daemon, closes the listening socket and frees.  New
+ * requests on kept-alive connections meanwhile get 503.  NULL ok.  Call
+ * from the main thread. */
+void gw_stop(Gw *gw);
+
+/* Accessors for handlers.  Borrowed. */
+Broker *gw_broker(const GwRequest *r);
+int gw_web_dirfd(const GwRequest *r); /* -1 when the web root is missing */
+bool gw_is_stopping(const GwRequest *r);
+
+/* ---- responses: each queues one response and destroys it ---------------*/
+
+/* gw_reply queues 'resp' with 'status' and destroys it (NULL: MHD_NO). */
+enum MHD_Result gw_reply(GwRequest *r, unsigned status, struct MHD_Response *resp);
+
+/* gw_reply_json answers 'status' with the JSON 'root' (stolen). */
+enum MHD_Result gw_reply_json(GwRequest *r, unsigned status, json_t *root);
+
+/* gw_reply_error answers the error body of API.md; 'code' NULL means
+ * js_code_for_status(status).  'fmt' builds the message. */
+enum MHD_Result gw_reply_error(GwRequest *r, unsigned status, const char *code,
+                               const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* gw_reply_err answers the status gw_status_for('err') with the message
+ * "'what': <mq_strerror>". */
+enum MHD_Result gw_reply_err(GwRequest *r, int err, const char *what);
+
+#endif
