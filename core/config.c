@@ -531,6 +531,7 @@ void conf_store_config(const Config *c, StoreConfig *out) {
     out->flush_interval_ms = (uint32_t)c->flush_interval_ms;
     out->flush_cq_interval_ms = (uint32_t)c->flush_cq_interval_ms;
     out->sync_flush_timeout_ms = (uint32_t)c->sync_flush_timeout_ms;
+    out->sync_flush = c->flush_disk_type == CONF_SYNC_FLUSH;
     out->file_reserved_hours = (uint32_t)c->file_reserved_hours;
     snprintf(out->delete_when, sizeof(out->delete_when), "%s", c->delete_when);
     out->disk_max_used_ratio = (uint32_t)c->disk_max_used_ratio;

@@ -269,11 +269,14 @@ struct CommitLog {
     uint64_t min_off;      /* atomic: base of the oldest segment */
     int refusal;           /* atomic: MQ_OK, MQ_ERR_FULL or MQ_ERR_RDONLY */
     QoTable qo;            /* under append_lock */
+    uint8_t *scratch;      /* under append_lock: records encoded for pwrite */
+    size_t scratch_cap;    /* bytes */
 
     uint64_t flushed;      /* atomic: durable below */
     pthread_mutex_t flush_lock;
     pthread_cond_t flush_cond;
     bool flush_requested;  /* under flush_lock */
+    int pending;           /* atomic: sync waiters queued and not yet completed */
     bool stopping;         /* under flush_lock (flusher) and wait_lock (completer) */
     pthread_t flusher;
 
@@ -457,6 +460,8 @@ static void flush_failed(CommitLog *cl) {
 
 static void *flusher_main(void *arg) {
     CommitLog *cl = arg;
+    int last_batch = 0;       /* waiters queued when the last sync began */
+    int64_t last_sync_ns = 0; /* how long it took */
     pthread_mutex_lock(&cl->flush_lock);
     for (;;) {
         if (!cl->flush_requested && !cl->stopping) {
@@ -467,9 +472,24 @@ static void *flusher_main(void *arg) {
             ts.tv_nsec = (long)(ns % 1000000000);
             pthread_cond_timedwait(&cl->flush_cond, &cl->flush_lock, &ts);
         }
+        /* Group commit: when the last sync served a crowd, give the crowd a
+         * moment (at most one sync's duration, 1 ms) to queue again, so that
+         * one fdatasync serves most of it instead of a few early comers. */
+        if (cl->flush_requested && !cl->stopping && last_batch > 1) {
+            int64_t window = last_sync_ns < 1000000 ? last_sync_ns : 1000000;
+            int64_t deadline = mq_mono_ns() + window;
+            struct timespec ts = {(time_t)(deadline / 1000000000), (long)(deadline % 1000000000)};
+            while (__atomic_load_n(&cl->pending, __ATOMIC_ACQUIRE) < last_batch &&
+                   !cl->stopping) {
+                if (pthread_cond_timedwait(&cl->flush_cond, &cl->flush_lock, &ts) == ETIMEDOUT)
+                    break;
+            }
+        }
         bool stop = cl->stopping;
         cl->flush_requested = false;
         pthread_mutex_unlock(&cl->flush_lock);
+        int batch = __atomic_load_n(&cl->pending, __ATOMIC_ACQUIRE);
+        int64_t t0 = mq_mono_ns();
 
         bool failed = false;
         pthread_mutex_lock(&cl->wait_lock);
@@ -479,6 +499,8 @@ static void *flusher_main(void *arg) {
             if (flush_to(cl, load64(&cl->write_pos)) != MQ_OK) {
                 flush_failed(cl);
             } else {
+                last_batch = batch;
+                last_sync_ns = mq_mono_ns() - t0;
                 pthread_mutex_lock(&cl->wait_lock);
                 pthread_cond_signal(&cl->wait_cond);
                 pthread_mutex_unlock(&cl->wait_lock);
@@ -528,6 +550,7 @@ static void *completer_main(void *arg) {
                 continue;
             }
             list_remove(w);
+            __atomic_sub_fetch(&cl->pending, 1, __ATOMIC_RELEASE);
             w->prev = (ClFlushWaiter *)(intptr_t)st; /* status rides in 'prev' */
             *tail = w;
             tail = &w->next;
@@ -627,6 +650,7 @@ void cl_close(CommitLog *cl) {
     }
     for (size_t i = 0; i < cl->nsegs; i++) mf_unref(&cl->segs[i]);
     free(cl->segs);
+    free(cl->scratch);
     qo_free(&cl->qo);
     pthread_mutex_destroy(&cl->seg_lock);
     pthread_mutex_destroy(&cl->append_lock);
@@ -747,6 +771,23 @@ int cl_truncate(CommitLog *cl, uint64_t to) {
 
 /* ---- append ----------------------------------------------------------- */
 
+/* write_bytes puts 'len' bytes at offset 'in' of segment 'mf': a copy into
+ * the mapping, or a pwrite in write-through mode.  A failed or short
+ * pwrite wipes what it may have left, makes the log read-only and returns
+ * MQ_ERR_IO.  Holds append_lock. */
+static int write_bytes(CommitLog *cl, MappedFile *mf, size_t in, const uint8_t *p, size_t len) {
+    if (!cl->cfg.write_through) {
+        memcpy(mf_data(mf) + in, p, len);
+        return MQ_OK;
+    }
+    if (mq_write_all(mf_fd(mf), p, len, (off_t)in) == 0) return MQ_OK;
+    MQ_ERROR("cannot write %zu bytes to '%s' at %zu: %s: store is read-only until restart",
+             len, mf_path(mf), in, strerror(errno));
+    memset(mf_data(mf) + in, 0, len); /* whatever part did land */
+    __atomic_store_n(&cl->refusal, MQ_ERR_RDONLY, __ATOMIC_RELEASE);
+    return MQ_ERR_IO;
+}
+
 /* reserve_locked returns the segment (borrowed) with room for 'total'
  * bytes at the write position, writing a blank marker and rolling to a new
  * segment if needed; '*pos' = where to write.  Holds append_lock. */
@@ -775,10 +816,12 @@ static int reserve_locked(CommitLog *cl, size_t total, MappedFile **seg_out, uin
             mf_unref(&mf);
             return rc;
         }
-        uint8_t *p = mf_data(mf) + (pos - base);
-        mq_put_u32(p, (uint32_t)left);
-        mq_put_u32(p + 4, CL_BLANK_MAGIC);
+        uint8_t blank[CL_BLANK_MIN];
+        mq_put_u32(blank, (uint32_t)left);
+        mq_put_u32(blank + 4, CL_BLANK_MAGIC);
+        rc = write_bytes(cl, mf, (size_t)(pos - base), blank, sizeof(blank));
         mf_unref(&mf);
+        if (rc != MQ_OK) return rc;
         pos = base + seg;
         *seg_out = next;
         *pos_out = pos;
@@ -835,8 +878,23 @@ int cl_append(CommitLog *cl, const ClMessage *msgs, size_t count, ClAppendResult
             return MQ_ERR_NOMEM;
         }
     }
-    int64_t now = wall_ms(cl);
+    /* Mapped mode encodes straight into the segment; write-through mode
+     * encodes into a scratch buffer and writes it with one pwrite. */
     uint8_t *base = mf_data(mf) + (pos - mf_base(mf));
+    if (cl->cfg.write_through) {
+        if (cl->scratch_cap < total) {
+            uint8_t *b = realloc(cl->scratch, total);
+            if (!b) {
+                if (q != qe) free(q);
+                pthread_mutex_unlock(&cl->append_lock);
+                return MQ_ERR_NOMEM;
+            }
+            cl->scratch = b;
+            cl->scratch_cap = total;
+        }
+        base = cl->scratch;
+    }
+    int64_t now = wall_ms(cl);
     size_t at = 0;
     for (size_t i = 0; i < count; i++) {
         res[i].phys_off = pos + at;
@@ -845,6 +903,15 @@ int cl_append(CommitLog *cl, const ClMessage *msgs, size_t count, ClAppendResult
         cl_encode(base + at, res[i].size, &msgs[i], res[i].phys_off, res[i].queue_off, now,
                   cl->cfg.store_host);
         at += res[i].size;
+    }
+    if (cl->cfg.write_through) {
+        rc = write_bytes(cl, mf, (size_t)(pos - mf_base(mf)), base, at);
+        if (rc != MQ_OK) {
+            for (size_t i = count; i-- > 0;) q[i]->next_off--; /* nothing was appended */
+            pthread_mutex_unlock(&cl->append_lock);
+            if (q != qe) free(q);
+            return rc;
+        }
     }
     store64(&cl->write_pos, pos + at);
     pthread_mutex_unlock(&cl->append_lock);
@@ -885,7 +952,11 @@ int cl_append_raw(CommitLog *cl, uint64_t at, const uint8_t *p, size_t len) {
             uint32_t size = mq_get_u32(p + done);
             if (k == CL_REC_BLANK && size != seg - in) k = CL_REC_BAD;
             if (k != CL_REC_BAD) {
-                memcpy(mf_data(mf) + in, p + done, size);
+                rc = write_bytes(cl, mf, in, p + done, size);
+                if (rc != MQ_OK) {
+                    mf_unref(&mf);
+                    break;
+                }
                 if (k == CL_REC_OK) {
                     QoEntry *e = qo_get(&cl->qo, rec.topic, rec.queue_id);
                     if (e && e->next_off <= rec.queue_off) e->next_off = rec.queue_off + 1;
@@ -933,6 +1004,7 @@ int cl_flush_wait(CommitLog *cl, ClFlushWaiter *w, uint64_t upto,
     /* Deadlines grow in registration order, so the completer's timer only
      * needs setting when the list was empty. */
     if (was_empty) pthread_cond_signal(&cl->wait_cond);
+    __atomic_add_fetch(&cl->pending, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&cl->wait_lock);
 
     pthread_mutex_lock(&cl->flush_lock);

@@ -138,6 +138,12 @@ typedef struct ClConfig {
     uint8_t store_host[8];          /* written into every record */
     uint32_t flush_interval_ms;     /* flushIntervalCommitLog (async flush) */
     uint32_t sync_flush_timeout_ms; /* syncFlushTimeout */
+    /* false: records are copied into the segment's mapping (no system call
+     * per append: the ASYNC_FLUSH path).  true: records are pwrite()n into
+     * the file (SYNC_FLUSH: every append is followed by an fdatasync anyway,
+     * and ext4 syncs pwrite()n pages much faster than pages dirtied through
+     * a mapping; see docs/store.md).  Readers use the mapping either way. */
+    bool write_through;
     MqClockFn clock;                /* wall clock for store_ts; NULL = real */
     void *clock_arg;
     /* Called after each successful append, outside the lock, on the
@@ -168,7 +174,9 @@ int cl_recover(CommitLog *cl, uint64_t from, uint64_t *end);
  * phys and queue offsets; fills 'res[i]'.  Errors: MQ_ERR_INVAL (a field
  * too long, or the batch larger than a segment), MQ_ERR_FULL (disk full:
  * over the refusal ratio or no space for a segment), MQ_ERR_RDONLY (after
- * an I/O error).  Never waits on disk.  Any thread. */
+ * an I/O error), MQ_ERR_IO (write_through: the write failed; the log is
+ * cut back to where it was and becomes read-only).  Never waits for a
+ * disk sync.  Any thread. */
 int cl_append(CommitLog *cl, const ClMessage *msgs, size_t count, ClAppendResult *res);
 
 /* A sync-flush waiter, owned by the caller (no allocation per request).

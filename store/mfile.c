@@ -133,6 +133,7 @@ uint8_t *mf_data(const MappedFile *mf) { return mf->data; }
 size_t mf_size(const MappedFile *mf) { return mf->size; }
 uint64_t mf_base(const MappedFile *mf) { return mf->base; }
 const char *mf_path(const MappedFile *mf) { return mf->path; }
+int mf_fd(const MappedFile *mf) { return mf->fd; }
 
 int mf_sync(MappedFile *mf) {
     if (mq_io->fdatasync(mf->fd) != 0) {

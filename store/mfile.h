@@ -39,6 +39,7 @@ uint8_t *mf_data(const MappedFile *mf);     /* the mapping, borrowed */
 size_t mf_size(const MappedFile *mf);       /* bytes */
 uint64_t mf_base(const MappedFile *mf);     /* logical offset of byte 0 */
 const char *mf_path(const MappedFile *mf);  /* borrowed */
+int mf_fd(const MappedFile *mf);            /* read-write fd, borrowed */
 
 /* mf_sync makes the file's written bytes durable (fdatasync).  Calling
  * thread blocks on disk: flusher threads only.  MQ_OK or MQ_ERR_IO. */

@@ -660,6 +660,7 @@ int store_open(const StoreConfig *cfg, Store **out) {
         .segment_size = cfg->segment_size,
         .flush_interval_ms = cfg->flush_interval_ms,
         .sync_flush_timeout_ms = cfg->sync_flush_timeout_ms,
+        .write_through = cfg->sync_flush,
         .clock = cfg->clock,
         .clock_arg = cfg->clock_arg,
         .on_append = on_append,

@@ -36,6 +36,8 @@ typedef struct StoreConfig {
     uint32_t flush_interval_ms;       /* flushIntervalCommitLog (500) */
     uint32_t flush_cq_interval_ms;    /* flushIntervalConsumeQueue (1000) */
     uint32_t sync_flush_timeout_ms;   /* syncFlushTimeout (5000) */
+    bool sync_flush;                  /* flushDiskType == SYNC_FLUSH: write
+                                       * through with pwrite (ClConfig) */
     uint32_t file_reserved_hours;     /* fileReservedTime (72) */
     char delete_when[64];             /* deleteWhen: hours "04" or "04;16" */
     uint32_t disk_max_used_ratio;     /* diskMaxUsedSpaceRatio, percent (75) */

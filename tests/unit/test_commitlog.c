@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -604,6 +605,91 @@ static void test_cl_raw_copy_makes_identical_log(void **state) {
     free(dir2);
 }
 
+/* ---- write-through (SYNC_FLUSH) mode ------------------------------------- */
+
+static void use_write_through(Fixture *f) {
+    cl_close(f->cl);
+    f->cl = NULL;
+    f->cfg.write_through = true;
+    assert_int_equal(cl_open(&f->cfg, &f->cl), MQ_OK);
+    uint64_t end;
+    assert_int_equal(cl_recover(f->cl, 0, &end), MQ_OK);
+}
+
+static void test_cl_write_through_appends_read_back_and_roll(void **state) {
+    Fixture *f = *state;
+    use_write_through(f);
+    ClAppendResult all[400];
+    put_n(f, 400, all); /* rolls: about 16 KiB of records per 64 KiB segment */
+    fill_to(f, 300);
+    ClMessage m = msg("t", 0, zeros, 400);
+    ClAppendResult r;
+    assert_int_equal(cl_append(f->cl, &m, 1, &r), MQ_OK);
+    assert_true(r.phys_off % f->cfg.segment_size == 0); /* rolled, blank written by pwrite */
+    for (int i = 0; i < 400; i += 37) {
+        ClRecord rec;
+        MappedFile *ref = NULL;
+        assert_int_equal(cl_read(f->cl, all[i].phys_off, &rec, &ref), MQ_OK);
+        char body[32];
+        int len = snprintf(body, sizeof(body), "body-%d", i);
+        assert_memory_equal(rec.body.ptr, body, (size_t)len);
+        mf_unref(&ref);
+    }
+    uint64_t before = cl_write_offset(f->cl);
+    uint64_t end = 0;
+    reopen(f, 0, &end);
+    assert_true(end == before);
+}
+
+static int fail_after;  /* pwrite calls that succeed before the failure */
+static int fail_errno;  /* errno of the failure */
+static bool fail_short; /* the failing call writes half, then fails */
+static ssize_t failing_pwrite(int fd, const void *buf, size_t len, off_t off) {
+    if (fail_after-- > 0) return pwrite(fd, buf, len, off);
+    if (fail_short && len > 1) {
+        fail_short = false;
+        return pwrite(fd, buf, len / 2, off); /* the loop retries the rest: fails then */
+    }
+    errno = fail_errno;
+    return -1;
+}
+
+static void write_fails_and_log_is_cut_back(Fixture *f, int err, bool half) {
+    use_write_through(f);
+    ClAppendResult ok = put_n(f, 5, NULL);
+    uint64_t before = cl_write_offset(f->cl);
+    static MqIo io;
+    io = mq_io_default;
+    io.pwrite = failing_pwrite;
+    fail_after = 0;
+    fail_errno = err;
+    fail_short = half;
+    mq_io_set(&io);
+    ClMessage m = msg("t", 0, "lost", 4);
+    ClAppendResult r;
+    assert_int_equal(cl_append(f->cl, &m, 1, &r), MQ_ERR_IO);
+    mq_io_set(NULL);
+    assert_true(cl_write_offset(f->cl) == before);
+    assert_int_equal(cl_refusal(f->cl), MQ_ERR_RDONLY);
+    assert_int_equal(cl_append(f->cl, &m, 1, &r), MQ_ERR_RDONLY);
+    assert_true(cl_get_queue_offset(f->cl, mq_slice("t", 1), 0) == 5);
+    /* After a restart the log ends where it ended, and takes appends again. */
+    uint64_t end = 0;
+    reopen(f, 0, &end);
+    assert_true(end == ok.phys_off + ok.size);
+    cl_set_queue_offset(f->cl, mq_slice("t", 1), 0, 5);
+    assert_int_equal(cl_append(f->cl, &m, 1, &r), MQ_OK);
+    assert_true(r.phys_off == end && r.queue_off == 5);
+}
+
+static void test_cl_write_through_eio_cuts_log_back_and_goes_read_only(void **state) {
+    write_fails_and_log_is_cut_back(*state, EIO, false);
+}
+
+static void test_cl_write_through_short_write_then_enospc_loses_nothing_acked(void **state) {
+    write_fails_and_log_is_cut_back(*state, ENOSPC, true);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_cl_record_round_trips_every_field, setup, teardown),
@@ -632,6 +718,12 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_cl_refusal_rejects_with_disk_full_then_accepts, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cl_raw_copy_makes_identical_log, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cl_write_through_appends_read_back_and_roll, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_cl_write_through_eio_cuts_log_back_and_goes_read_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_cl_write_through_short_write_then_enospc_loses_nothing_acked, setup, teardown),
     };
     return cmocka_run_group_tests_name("commitlog", tests, NULL, NULL);
 }

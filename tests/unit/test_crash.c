@@ -43,6 +43,7 @@ static void make_cfg(StoreConfig *cfg, const char *dir) {
     cfg->flush_interval_ms = 50;
     cfg->flush_cq_interval_ms = 30;
     cfg->sync_flush_timeout_ms = 5000;
+    cfg->sync_flush = true; /* SYNC_FLUSH: records are written with pwrite */
 }
 
 static size_t body_for(uint32_t tid, uint32_t seq, char *buf) {
