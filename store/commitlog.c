@@ -261,6 +261,9 @@ struct CommitLog {
 
     pthread_mutex_t seg_lock;
     MappedFile **segs;     /* oldest first, contiguous bases */
+    MappedFile *newest;    /* borrowed from segs: the newest segment, NULL if none;
+                            * changes only under append_lock (or at open), so an
+                            * appender reads it without seg_lock */
     size_t nsegs;
     size_t segs_cap;
 
@@ -320,18 +323,6 @@ static MappedFile *seg_for(CommitLog *cl, uint64_t off) {
     return mf;
 }
 
-/* last_seg returns a ref on the newest segment, or NULL. */
-static MappedFile *last_seg(CommitLog *cl) {
-    MappedFile *mf = NULL;
-    pthread_mutex_lock(&cl->seg_lock);
-    if (cl->nsegs) {
-        mf = cl->segs[cl->nsegs - 1];
-        mf_ref(mf);
-    }
-    pthread_mutex_unlock(&cl->seg_lock);
-    return mf;
-}
-
 static int push_seg(CommitLog *cl, MappedFile *mf) {
     pthread_mutex_lock(&cl->seg_lock);
     if (cl->nsegs == cl->segs_cap) {
@@ -347,6 +338,7 @@ static int push_seg(CommitLog *cl, MappedFile *mf) {
     MQ_ASSERT(cl->nsegs == 0 ||
               mf_base(cl->segs[cl->nsegs - 1]) + cl->cfg.segment_size == mf_base(mf));
     cl->segs[cl->nsegs++] = mf;
+    cl->newest = mf;
     if (cl->nsegs == 1) store64(&cl->min_off, mf_base(mf));
     pthread_mutex_unlock(&cl->seg_lock);
     return MQ_OK;
@@ -679,6 +671,7 @@ static int cut_at(CommitLog *cl, uint64_t end) {
     /* A segment starting exactly at 'end' holds nothing valid: keep it (the
      * next append uses it) but wipe it. */
     MappedFile *last = cl->nsegs ? cl->segs[cl->nsegs - 1] : NULL;
+    cl->newest = last;
     if (last) mf_ref(last);
     pthread_mutex_unlock(&cl->seg_lock);
     if (last) {
@@ -794,17 +787,14 @@ static int write_bytes(CommitLog *cl, MappedFile *mf, size_t in, const uint8_t *
 static int reserve_locked(CommitLog *cl, size_t total, MappedFile **seg_out, uint64_t *pos_out) {
     uint64_t seg = cl->cfg.segment_size;
     uint64_t pos = load64(&cl->write_pos);
-    MappedFile *mf = last_seg(cl);
-    if (mf && pos >= mf_base(mf) + seg) mf_unref(&mf); /* full: a new one is needed */
+    MappedFile *mf = cl->newest;
+    if (mf && pos >= mf_base(mf) + seg) mf = NULL; /* full: a new one is needed */
     if (mf) {
         uint64_t base = mf_base(mf);
         MQ_ASSERT(pos >= base);
         size_t left = (size_t)(base + seg - pos);
         if (total + CL_BLANK_MIN <= left) {
-            /* Borrowed: the array keeps its ref, and the newest segment is
-             * never removed while append_lock is held. */
-            *seg_out = mf;
-            mf_unref(&mf);
+            *seg_out = mf; /* borrowed: see 'newest' */
             *pos_out = pos;
             return MQ_OK;
         }
@@ -812,15 +802,11 @@ static int reserve_locked(CommitLog *cl, size_t total, MappedFile **seg_out, uin
          * as it was; then fill the rest of this one with a blank marker. */
         MappedFile *next = NULL;
         int rc = new_seg(cl, base + seg, &next);
-        if (rc != MQ_OK) {
-            mf_unref(&mf);
-            return rc;
-        }
+        if (rc != MQ_OK) return rc;
         uint8_t blank[CL_BLANK_MIN];
         mq_put_u32(blank, (uint32_t)left);
         mq_put_u32(blank + 4, CL_BLANK_MAGIC);
         rc = write_bytes(cl, mf, (size_t)(pos - base), blank, sizeof(blank));
-        mf_unref(&mf);
         if (rc != MQ_OK) return rc;
         pos = base + seg;
         *seg_out = next;
@@ -1059,11 +1045,21 @@ int cl_read(CommitLog *cl, uint64_t phys_off, ClRecord *rec, MappedFile **ref) {
 }
 
 int cl_next(CommitLog *cl, uint64_t off, ClRecord *rec, uint64_t *next, MappedFile **ref) {
+    /* '*ref' may hold the segment of the previous record: reuse it while the
+     * walk stays inside it (a sequential reader takes no lock per record). */
+    MappedFile *cursor = *ref;
+    *ref = NULL;
     for (;;) {
         *next = off; /* where the caller resumes when nothing is found */
         uint64_t end = load64(&cl->write_pos);
-        if (off >= end) return MQ_ERR_NOTFOUND;
-        MappedFile *mf = seg_for(cl, off);
+        if (off >= end) {
+            mf_unref(&cursor);
+            return MQ_ERR_NOTFOUND;
+        }
+        MappedFile *mf = cursor;
+        cursor = NULL;
+        if (mf && (off < mf_base(mf) || off >= mf_base(mf) + mf_size(mf))) mf_unref(&mf);
+        if (!mf) mf = seg_for(cl, off);
         if (!mf) return MQ_ERR_NOTFOUND;
         size_t in = (size_t)(off - mf_base(mf));
         ClRecKind k = cl_decode(mf_data(mf) + in, mf_size(mf) - in, false, rec);

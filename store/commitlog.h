@@ -218,7 +218,10 @@ int cl_read(CommitLog *cl, uint64_t phys_off, ClRecord *rec, MappedFile **ref);
 /* cl_next walks records in log order: the first record at or after 'off'
  * (skipping blank fillers), with '*next' = the offset after it.
  * MQ_ERR_NOTFOUND when no record is there yet; then '*next' = where to look
- * next time ('off', or past a blank filler).  'ref' as for cl_read. */
+ * next time ('off', or past a blank filler).  '*ref' is in/out: NULL or a
+ * segment ref from the previous call (reused when 'off' is inside it, else
+ * released); on MQ_OK it holds the record's segment (release with mf_unref
+ * or pass it to the next call), otherwise NULL. */
 int cl_next(CommitLog *cl, uint64_t off, ClRecord *rec, uint64_t *next, MappedFile **ref);
 
 /* Queue offset table: next queue offset per (topic, queue id), assigned by

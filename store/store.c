@@ -299,19 +299,19 @@ static int dispatch_one(Store *st, const ClRecord *rec) {
 static long dispatch_available(Store *st) {
     long n = 0;
     uint64_t off = load64(&st->dispatched);
+    MappedFile *cursor = NULL; /* segment ref carried from record to record */
     for (;;) {
         ClRecord rec;
-        MappedFile *ref = NULL;
         uint64_t next = 0;
-        int rc = cl_next(st->cl, off, &rec, &next, &ref);
+        int rc = cl_next(st->cl, off, &rec, &next, &cursor);
         if (rc == MQ_ERR_NOTFOUND) {
             store64(&st->dispatched, next); /* past a blank filler, if any */
             break;
         }
         if (rc != MQ_OK) return rc;
         rc = dispatch_one(st, &rec);
-        mf_unref(&ref);
         if (rc != MQ_OK) {
+            mf_unref(&cursor);
             MQ_ERROR("cannot dispatch record at offset %ju: %s", (uintmax_t)off,
                      mq_strerror(rc));
             return rc;

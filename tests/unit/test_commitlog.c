@@ -205,7 +205,7 @@ static void test_cl_rolls_segment_at_exact_boundary(void **state) {
     uint64_t last = 0;
     size_t count = 0;
     ClRecord rr;
-    MappedFile *ref;
+    MappedFile *ref = NULL;
     uint64_t next;
     while (cl_next(f->cl, off, &rr, &next, &ref) == MQ_OK) {
         assert_true(rr.phys_off == off || off == seg - CL_BLANK_MIN);
@@ -315,7 +315,7 @@ static void test_cl_concurrent_appends_are_all_readable_without_overlap(void **s
     uint64_t off = 0;
     size_t n = 0;
     ClRecord rec;
-    MappedFile *ref;
+    MappedFile *ref = NULL;
     uint64_t next;
     while (cl_next(f->cl, off, &rec, &next, &ref) == MQ_OK) {
         off = next;
