@@ -51,6 +51,15 @@ enum {
 };
 _Static_assert(OFF_BODY + 1 + 2 + 4 == CL_FIXED_SIZE, "fixed part of a record");
 
+/* record_crc covers every byte of the record but the body (body_crc covers
+ * it: hashing it twice would double the cost of large bodies) and the
+ * trailing CRC itself. */
+static uint32_t record_crc(const uint8_t *rec, size_t total, size_t body_len) {
+    uint32_t c = mq_crc32c(rec, OFF_BODY);
+    size_t tail = OFF_BODY + body_len;
+    return mq_crc32c_extend(c, rec + tail, total - 4 - tail);
+}
+
 size_t cl_record_size(const ClMessage *m) {
     if (m->topic.len == 0 || m->topic.len > CL_TOPIC_MAX) return 0;
     if (m->props.len > CL_PROPS_MAX) return 0;
@@ -86,7 +95,7 @@ void cl_encode(uint8_t *dst, size_t size, const ClMessage *m, uint64_t phys_off,
     p += 2;
     if (m->props.len) memcpy(p, m->props.ptr, m->props.len);
     p += m->props.len;
-    mq_put_u32(p, mq_crc32c(dst, size - 4));
+    mq_put_u32(p, record_crc(dst, size, m->body.len));
     MQ_ASSERT((size_t)(p + 4 - dst) == size);
 }
 
@@ -108,7 +117,7 @@ ClRecKind cl_decode(const uint8_t *p, size_t avail, bool verify_crc, ClRecord *o
     size_t props_pos = pos + 2;
     if (props_pos + props_len + 4 != total) return CL_REC_BAD;
     if (verify_crc) {
-        if (mq_get_u32(p + total - 4) != mq_crc32c(p, total - 4)) return CL_REC_BAD;
+        if (mq_get_u32(p + total - 4) != record_crc(p, total, body_len)) return CL_REC_BAD;
         if (mq_get_u32(p + OFF_BODY_CRC) != mq_crc32c(p + OFF_BODY, body_len)) return CL_REC_BAD;
     }
     if (out) {

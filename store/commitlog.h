@@ -22,7 +22,8 @@
  *   +84  u32 body_len        then body_len bytes of body
  *   ..   u8  topic_len       then topic_len bytes of topic (1..255)
  *   ..   u16 props_len       then props_len bytes: "k\x01v\x02" pairs
- *   ..   u32 record_crc      CRC-32C of bytes [0, total_size - 4)
+ *   ..   u32 record_crc      CRC-32C of bytes [0, 88) then [88 + body_len,
+ *                            total_size - 4): all but the body and itself
  *
  * A record never straddles two segments: when the next record (or batch)
  * does not fit, the rest of the segment gets a blank marker (u32 remaining

@@ -72,6 +72,27 @@ typedef int64_t (*MqClockFn)(void *arg);
 
 /* ---- little-endian codecs ------------------------------------------------
  * Every on-disk integer goes through these; never write a struct. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* Little-endian host: a fixed-size memcpy is a single unaligned load/store. */
+static inline void mq_put_u16(uint8_t *p, uint16_t v) { __builtin_memcpy(p, &v, 2); }
+static inline void mq_put_u32(uint8_t *p, uint32_t v) { __builtin_memcpy(p, &v, 4); }
+static inline void mq_put_u64(uint8_t *p, uint64_t v) { __builtin_memcpy(p, &v, 8); }
+static inline uint16_t mq_get_u16(const uint8_t *p) {
+    uint16_t v;
+    __builtin_memcpy(&v, p, 2);
+    return v;
+}
+static inline uint32_t mq_get_u32(const uint8_t *p) {
+    uint32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return v;
+}
+static inline uint64_t mq_get_u64(const uint8_t *p) {
+    uint64_t v;
+    __builtin_memcpy(&v, p, 8);
+    return v;
+}
+#else
 static inline void mq_put_u16(uint8_t *p, uint16_t v) {
     p[0] = (uint8_t)v;
     p[1] = (uint8_t)(v >> 8);
@@ -95,6 +116,7 @@ static inline uint64_t mq_get_u64(const uint8_t *p) {
     for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
     return v;
 }
+#endif
 
 /* ---- small helpers -------------------------------------------------------*/
 /* mq_mkdirs creates 'path' and its missing parents (mode 0755). */
