@@ -25,39 +25,6 @@ typedef struct Log {
     uint64_t seg_size;
 } Log;
 
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a;
-    uint64_t y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* list_names returns the sorted 20-digit names in 'dir' as numbers. */
-static int list_names(const char *dir, uint64_t **out, size_t *n) {
-    *out = NULL;
-    *n = 0;
-    DIR *d = opendir(dir);
-    if (!d) return errno == ENOENT ? MQ_ERR_NOTFOUND : MQ_ERR_IO;
-    size_t cap = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        uint64_t v;
-        if (!mf_parse_name(de->d_name, &v)) continue;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 16;
-            uint64_t *p = realloc(*out, cap * sizeof(*p));
-            if (!p) {
-                closedir(d);
-                return MQ_ERR_NOMEM;
-            }
-            *out = p;
-        }
-        (*out)[(*n)++] = v;
-    }
-    closedir(d);
-    if (*n) qsort(*out, *n, sizeof(**out), cmp_u64);
-    return MQ_OK;
-}
-
 static void log_close(Log *lg) {
     for (size_t i = 0; i < lg->n; i++) mf_unref(&lg->segs[i]);
     free(lg->segs);
@@ -69,7 +36,7 @@ static int log_open(const char *dir, uint64_t seg_size, FILE *out, Log *lg) {
     snprintf(path, sizeof(path), "%s/commitlog", dir);
     uint64_t *bases = NULL;
     size_t n = 0;
-    int rc = list_names(path, &bases, &n);
+    int rc = mf_list(path, &bases, &n);
     if (rc == MQ_ERR_NOTFOUND) return MQ_OK;
     if (rc != MQ_OK) return rc;
     if (n && seg_size == 0) {
@@ -109,7 +76,7 @@ static void check_queue(const Log *lg, const char *qdir, const char *topic, uint
                         FILE *out, CheckReport *rep) {
     uint64_t *names = NULL;
     size_t n = 0;
-    if (list_names(qdir, &names, &n) != MQ_OK) return;
+    if (mf_list(qdir, &names, &n) != MQ_OK) return;
     rep->queues++;
     for (size_t i = 0; i < n; i++) {
         char p[4800];

@@ -372,45 +372,17 @@ static int new_seg(CommitLog *cl, uint64_t base, MappedFile **out) {
     return MQ_OK;
 }
 
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a;
-    uint64_t y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int load_segments(CommitLog *cl) {
-    DIR *d = opendir(cl->dir);
-    if (!d) {
-        MQ_ERROR("cannot open directory '%s': %s", cl->dir, strerror(errno));
-        return MQ_ERR_IO;
-    }
     uint64_t *bases = NULL;
     size_t n = 0;
-    size_t cap = 0;
-    int rc = MQ_OK;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        uint64_t base;
-        if (!mf_parse_name(de->d_name, &base)) continue;
-        if (base % cl->cfg.segment_size != 0) {
-            MQ_ERROR("segment '%s/%s' does not start at a multiple of the segment size %zu",
-                     cl->dir, de->d_name, cl->cfg.segment_size);
+    int rc = mf_list(cl->dir, &bases, &n);
+    for (size_t i = 0; rc == MQ_OK && i < n; i++) {
+        if (bases[i] % cl->cfg.segment_size != 0) {
+            MQ_ERROR("segment '%s/%020ju' does not start at a multiple of the segment size %zu",
+                     cl->dir, (uintmax_t)bases[i], cl->cfg.segment_size);
             rc = MQ_ERR_CORRUPT;
-            break;
         }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            uint64_t *b = realloc(bases, cap * sizeof(*b));
-            if (!b) {
-                rc = MQ_ERR_NOMEM;
-                break;
-            }
-            bases = b;
-        }
-        bases[n++] = base;
     }
-    closedir(d);
-    if (rc == MQ_OK && n) qsort(bases, n, sizeof(*bases), cmp_u64);
     for (size_t i = 0; rc == MQ_OK && i < n; i++) {
         if (i > 0 && bases[i] != bases[i - 1] + cl->cfg.segment_size) {
             MQ_ERROR("commit log in '%s' has a gap before segment %020ju", cl->dir,
@@ -584,14 +556,6 @@ static void *completer_main(void *arg) {
     return NULL;
 }
 
-static void cond_init_mono(pthread_cond_t *c) {
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(c, &a);
-    pthread_condattr_destroy(&a);
-}
-
 int cl_open(const ClConfig *cfg, CommitLog **out) {
     if (!cfg->dir || cfg->segment_size < 4096 || cfg->segment_size % 4096 != 0)
         return MQ_ERR_INVAL;
@@ -606,8 +570,8 @@ int cl_open(const ClConfig *cfg, CommitLog **out) {
     pthread_mutex_init(&cl->append_lock, NULL);
     pthread_mutex_init(&cl->flush_lock, NULL);
     pthread_mutex_init(&cl->wait_lock, NULL);
-    cond_init_mono(&cl->flush_cond);
-    cond_init_mono(&cl->wait_cond);
+    mq_cond_init_mono(&cl->flush_cond);
+    mq_cond_init_mono(&cl->wait_cond);
     cl->waiters.next = cl->waiters.prev = &cl->waiters;
     int rc = cl->dir ? mq_mkdirs(cl->dir) : MQ_ERR_NOMEM;
     if (rc == MQ_OK) rc = load_segments(cl);

@@ -182,58 +182,23 @@ static void file_path(const ConsumeQueue *cq, uint64_t first, char *buf) {
 
 /* ---- open / close --------------------------------------------------------*/
 
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a;
-    uint64_t y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Reads the 20-digit names in the directory into a sorted malloc'd array of
- * byte offsets.  Other names are skipped with a warning. */
+ * byte offsets (mf_list), each a multiple of the file size. */
 static int list_files(ConsumeQueue *cq, uint64_t **out, size_t *n_out) {
-    DIR *d = opendir(cq->dir);
-    if (!d) {
-        MQ_ERROR("cannot open directory '%s': %s", cq->dir, strerror(errno));
-        return MQ_ERR_IO;
-    }
-    uint64_t *bases = NULL;
-    size_t n = 0;
-    size_t cap = 0;
-    int rc = MQ_OK;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-        uint64_t base;
-        if (!mf_parse_name(de->d_name, &base)) {
-            MQ_WARN("ignoring '%s/%s': not a consume-queue file", cq->dir, de->d_name);
-            continue;
-        }
-        if (base % cq->file_size != 0) {
-            MQ_ERROR("consume-queue file '%s/%s' does not start at a multiple of %zu bytes",
-                     cq->dir, de->d_name, cq->file_size);
+    int rc = mf_list(cq->dir, out, n_out);
+    if (rc == MQ_ERR_NOTFOUND) rc = MQ_ERR_IO; /* cq_open made the directory */
+    for (size_t i = 0; rc == MQ_OK && i < *n_out; i++) {
+        if ((*out)[i] % cq->file_size != 0) {
+            MQ_ERROR("consume-queue file '%s/%020ju' does not start at a multiple of %zu bytes",
+                     cq->dir, (uintmax_t)(*out)[i], cq->file_size);
             rc = MQ_ERR_CORRUPT;
-            goto err_free;
         }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            uint64_t *grown = realloc(bases, cap * sizeof(*grown));
-            if (!grown) {
-                rc = MQ_ERR_NOMEM;
-                goto err_free;
-            }
-            bases = grown;
-        }
-        bases[n++] = base;
     }
-    closedir(d);
-    if (n > 0) qsort(bases, n, sizeof(*bases), cmp_u64);
-    *out = bases;
-    *n_out = n;
-    return MQ_OK;
-
-err_free:
-    free(bases);
-    closedir(d);
+    if (rc != MQ_OK) {
+        free(*out);
+        *out = NULL;
+        *n_out = 0;
+    }
     return rc;
 }
 

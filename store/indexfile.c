@@ -362,52 +362,6 @@ static void drop_uncounted(IxFile *f) {
     }
 }
 
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a;
-    uint64_t y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* list_names collects the 20-digit file names of 'dir', sorted.  Caller
- * frees '*out'. */
-static int list_names(const char *dir, uint64_t **out, size_t *n) {
-    DIR *dp = opendir(dir);
-    if (!dp) {
-        MQ_ERROR("cannot open index directory '%s': %s", dir, strerror(errno));
-        return MQ_ERR_IO;
-    }
-    uint64_t *names = NULL;
-    size_t count = 0;
-    size_t cap = 0;
-    int rc = MQ_OK;
-    struct dirent *de;
-    while ((de = readdir(dp)) != NULL) {
-        uint64_t name;
-        if (!mf_parse_name(de->d_name, &name)) continue;
-        if (count == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            uint64_t *grown = realloc(names, ncap * sizeof(*grown));
-            if (!grown) {
-                rc = MQ_ERR_NOMEM;
-                goto err_free;
-            }
-            names = grown;
-            cap = ncap;
-        }
-        names[count++] = name;
-    }
-    closedir(dp);
-    if (count > 0) qsort(names, count, sizeof(*names), cmp_u64);
-    *out = names;
-    *n = count;
-    return MQ_OK;
-
-err_free:
-    free(names);
-    closedir(dp);
-    return rc;
-}
-
 int ix_open(const IndexConfig *cfg, IndexStore **out) {
     if (!cfg->dir || !*cfg->dir || strlen(cfg->dir) > 4000) return MQ_ERR_INVAL;
     if (!geometry_ok(cfg->slot_num, cfg->max_entries)) return MQ_ERR_INVAL;
@@ -431,7 +385,7 @@ int ix_open(const IndexConfig *cfg, IndexStore **out) {
         goto err_free_dir;
     }
 
-    rc = list_names(ix->dir, &names, &n_names);
+    rc = mf_list(ix->dir, &names, &n_names);
     if (rc != MQ_OK) goto err_destroy_lock;
     for (size_t i = 0; i < n_names; i++) {
         IxFile *f = NULL;

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "mfile.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -177,4 +178,46 @@ bool mf_parse_name(const char *name, uint64_t *off) {
     }
     *off = v;
     return true;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a;
+    uint64_t y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int mf_list(const char *dir, uint64_t **out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT) return MQ_ERR_NOTFOUND;
+        MQ_ERROR("cannot open directory '%s': %s", dir, strerror(errno));
+        return MQ_ERR_IO;
+    }
+    uint64_t *names = NULL;
+    size_t count = 0;
+    size_t cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        uint64_t v;
+        if (!mf_parse_name(de->d_name, &v)) continue;
+        if (count == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            uint64_t *grown = realloc(names, ncap * sizeof(*grown));
+            if (!grown) {
+                free(names);
+                closedir(d);
+                return MQ_ERR_NOMEM;
+            }
+            names = grown;
+            cap = ncap;
+        }
+        names[count++] = v;
+    }
+    closedir(d);
+    if (count > 0) qsort(names, count, sizeof(*names), cmp_u64);
+    *out = names;
+    *n = count;
+    return MQ_OK;
 }

@@ -56,4 +56,10 @@ void mf_name_for(uint64_t off, char *buf);
 /* mf_parse_name reads a 20-digit name; false if 'name' is not one. */
 bool mf_parse_name(const char *name, uint64_t *off);
 
+/* mf_list collects the 20-digit file names of directory 'dir' as numbers,
+ * sorted ascending, ignoring other names.  Caller frees '*out' (NULL when
+ * '*n' is 0).  MQ_OK, MQ_ERR_NOTFOUND (no such directory, not logged),
+ * MQ_ERR_IO, MQ_ERR_NOMEM. */
+int mf_list(const char *dir, uint64_t **out, size_t *n);
+
 #endif

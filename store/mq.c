@@ -139,3 +139,11 @@ uint64_t mq_hash64(const void *p, size_t len) {
     }
     return h;
 }
+
+void mq_cond_init_mono(pthread_cond_t *c) {
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &a);
+    pthread_condattr_destroy(&a);
+}

@@ -125,6 +125,10 @@ int mq_mkdirs(const char *path);
 int mq_fsync_dir(const char *path);
 /* mq_rmtree removes 'path' and everything under it; missing is not an error. */
 int mq_rmtree(const char *path);
+/* mq_cond_init_mono initialises 'c' to time its waits on CLOCK_MONOTONIC
+ * (so that wall-clock steps never stretch or cut a timed wait). */
+#include <pthread.h>
+void mq_cond_init_mono(pthread_cond_t *c);
 /* mq_hash64 is FNV-1a over 'len' bytes: stable across runs and builds
  * (it is stored on disk as the consume-queue tag hash). */
 uint64_t mq_hash64(const void *p, size_t len);

@@ -552,14 +552,6 @@ static bool dir_exists(const char *p) {
     return stat(p, &s) == 0 && S_ISDIR(s.st_mode);
 }
 
-static void cond_init_mono(pthread_cond_t *c) {
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(c, &a);
-    pthread_condattr_destroy(&a);
-}
-
 /* recover brings queues and index in line with the log: truncate the log's
  * torn tail, drop queue entries past its end, re-dispatch from the
  * checkpoint, then seed the queue offset table. */
@@ -632,9 +624,9 @@ int store_open(const StoreConfig *cfg, Store **out) {
     pthread_rwlock_init(&st->q_lock, NULL);
     pthread_mutex_init(&st->disp_lock, NULL);
     pthread_mutex_init(&st->hk_lock, NULL);
-    cond_init_mono(&st->disp_cond);
-    cond_init_mono(&st->caught_up);
-    cond_init_mono(&st->hk_cond);
+    mq_cond_init_mono(&st->disp_cond);
+    mq_cond_init_mono(&st->caught_up);
+    mq_cond_init_mono(&st->hk_cond);
     int rc = MQ_ERR_NOMEM;
     st->dir = strdup(cfg->data_dir);
     if (!st->dir) goto err;
