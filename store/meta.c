@@ -737,21 +737,22 @@ int meta_topic_delete(Meta *m, const char *name) {
     return rc;
 }
 
-/* Rows are copied out first and 'fn' runs with no lock held, so it may
- * call back into meta.  Returns MQ_OK also when 'fn' stopped early. */
-int meta_topic_list(Meta *m, int (*fn)(void *arg, const MetaTopic *t), void *arg) {
-    if (!m || !fn) return MQ_ERR_INVAL;
-    MetaTopic *v = NULL;
+/* collect_rows runs the list statement 'which' under the db lock and copies
+ * every row out with 'conv' into a malloc'd array of 'elem'-byte items
+ * (caller frees '*out'), so that callbacks later run with no lock held. */
+static int collect_rows(Meta *m, int which, size_t elem, void (*conv)(sqlite3_stmt *, void *),
+                        const char *what, void **out, size_t *n_out) {
+    char *v = NULL;
     size_t n = 0;
     size_t cap = 0;
     int err = MQ_OK;
     int rc;
     pthread_mutex_lock(&m->db_mu);
-    sqlite3_stmt *st = m->st[ST_TOPIC_LIST];
+    sqlite3_stmt *st = m->st[which];
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (n == cap) {
             size_t ncap = cap ? cap * 2 : 16;
-            MetaTopic *nv = realloc(v, ncap * sizeof(*nv));
+            char *nv = realloc(v, ncap * elem);
             if (!nv) {
                 err = MQ_ERR_NOMEM;
                 break;
@@ -759,14 +760,30 @@ int meta_topic_list(Meta *m, int (*fn)(void *arg, const MetaTopic *t), void *arg
             v = nv;
             cap = ncap;
         }
-        row_to_topic(st, &v[n++]);
+        conv(st, v + n++ * elem);
     }
-    if (err == MQ_OK && rc != SQLITE_DONE) err = db_fail(m, "cannot list topics of", m->path);
+    if (err == MQ_OK && rc != SQLITE_DONE) err = db_fail(m, what, m->path);
     sqlite3_reset(st);
     pthread_mutex_unlock(&m->db_mu);
+    *out = v;
+    *n_out = n;
+    return err;
+}
+
+static void conv_topic(sqlite3_stmt *st, void *out) { row_to_topic(st, out); }
+
+/* Rows are copied out first and 'fn' runs with no lock held, so it may
+ * call back into meta.  Returns MQ_OK also when 'fn' stopped early. */
+int meta_topic_list(Meta *m, int (*fn)(void *arg, const MetaTopic *t), void *arg) {
+    if (!m || !fn) return MQ_ERR_INVAL;
+    void *rows = NULL;
+    size_t n = 0;
+    int err = collect_rows(m, ST_TOPIC_LIST, sizeof(MetaTopic), conv_topic,
+                           "cannot list topics of", &rows, &n);
+    const MetaTopic *v = rows;
     for (size_t i = 0; err == MQ_OK && i < n; i++)
         if (fn(arg, &v[i]) != 0) break;
-    free(v);
+    free(rows);
     return err;
 }
 
@@ -841,35 +858,19 @@ int meta_group_delete(Meta *m, const char *name) {
     return rc;
 }
 
+static void conv_group(sqlite3_stmt *st, void *out) { row_to_group(st, out); }
+
 /* As meta_topic_list: copied out, 'fn' runs unlocked, MQ_OK on early stop. */
 int meta_group_list(Meta *m, int (*fn)(void *arg, const MetaGroup *g), void *arg) {
     if (!m || !fn) return MQ_ERR_INVAL;
-    MetaGroup *v = NULL;
+    void *rows = NULL;
     size_t n = 0;
-    size_t cap = 0;
-    int err = MQ_OK;
-    int rc;
-    pthread_mutex_lock(&m->db_mu);
-    sqlite3_stmt *st = m->st[ST_GROUP_LIST];
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            MetaGroup *nv = realloc(v, ncap * sizeof(*nv));
-            if (!nv) {
-                err = MQ_ERR_NOMEM;
-                break;
-            }
-            v = nv;
-            cap = ncap;
-        }
-        row_to_group(st, &v[n++]);
-    }
-    if (err == MQ_OK && rc != SQLITE_DONE) err = db_fail(m, "cannot list groups of", m->path);
-    sqlite3_reset(st);
-    pthread_mutex_unlock(&m->db_mu);
+    int err = collect_rows(m, ST_GROUP_LIST, sizeof(MetaGroup), conv_group,
+                           "cannot list groups of", &rows, &n);
+    const MetaGroup *v = rows;
     for (size_t i = 0; err == MQ_OK && i < n; i++)
         if (fn(arg, &v[i]) != 0) break;
-    free(v);
+    free(rows);
     return err;
 }
 
