@@ -402,7 +402,18 @@ static int load_segments(CommitLog *cl) {
 
 /* ---- flusher and completer threads ------------------------------------ */
 
-/* flush_to syncs every segment holding bytes in [flushed, target). */
+/* advance_flushed raises the flushed offset to 'to', never lowering it:
+ * the flusher and cl_flush_now callers may finish out of order. */
+static void advance_flushed(CommitLog *cl, uint64_t to) {
+    uint64_t cur = load64(&cl->flushed);
+    while (cur < to && !__atomic_compare_exchange_n(&cl->flushed, &cur, to, true,
+                                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    }
+}
+
+/* flush_to syncs every segment holding bytes in [flushed, target), moving
+ * the flushed offset after each one (a checkpoint taken meanwhile can
+ * already count the synced segments). */
 static int flush_to(CommitLog *cl, uint64_t target) {
     uint64_t from = load64(&cl->flushed);
     if (target <= from) return MQ_OK;
@@ -410,12 +421,13 @@ static int flush_to(CommitLog *cl, uint64_t target) {
     uint64_t first = from / seg * seg;
     for (uint64_t base = first; base < target; base += seg) {
         MappedFile *mf = seg_for(cl, base);
-        if (!mf) continue; /* deleted by retention: nothing left to sync */
-        int rc = mf_sync(mf);
-        mf_unref(&mf);
-        if (rc != MQ_OK) return rc;
+        if (mf) { /* else deleted by retention: nothing left to sync */
+            int rc = mf_sync(mf);
+            mf_unref(&mf);
+            if (rc != MQ_OK) return rc;
+        }
+        advance_flushed(cl, base + seg < target ? base + seg : target);
     }
-    store64(&cl->flushed, target);
     return MQ_OK;
 }
 

@@ -677,10 +677,9 @@ int store_open(const StoreConfig *cfg, Store **out) {
     if (rebuild) MQ_WARN("consume queues missing in '%s': rebuilding from the log", st->dir);
     rc = recover(st, rebuild);
     if (rc != MQ_OK) goto err;
-    if (cl_flush_now(st->cl) != MQ_OK) {
-        rc = MQ_ERR_IO;
-        goto err;
-    }
+    /* Bytes recovered from the page cache after a kill -9 are not synced
+     * here: the flusher's first round does it (the checkpoint never vouches
+     * for more than the flushed offset), so a crash mid-burst reopens fast. */
     rc = housekeep_locked(st, true); /* checkpoint the recovered state */
     if (rc != MQ_OK) goto err;
     rc = write_abort(st->abort_path);
@@ -734,7 +733,13 @@ void store_close(Store *st) {
         pthread_join(st->housekeeper, NULL);
         /* Refuse new appends, let the dispatcher catch up, then stop it. */
         if (st->cl) cl_set_refusal(st->cl, MQ_ERR_RDONLY);
-        store_wait_dispatched(st, 10000);
+        /* Wait while the dispatcher makes progress: a long backlog is fine,
+         * a dispatcher stuck on an error (say, no disk for a queue file) is
+         * given up on after 10 s without progress (the next start recovers). */
+        uint64_t seen = load64(&st->dispatched);
+        while (store_wait_dispatched(st, 10000) == MQ_ERR_TIMEOUT &&
+               load64(&st->dispatched) != seen)
+            seen = load64(&st->dispatched);
         pthread_mutex_lock(&st->disp_lock);
         st->disp_stop = true;
         pthread_cond_signal(&st->disp_cond);
