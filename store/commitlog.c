@@ -288,6 +288,10 @@ struct CommitLog {
     pthread_mutex_t flush_lock;
     pthread_cond_t flush_cond;
     bool flush_requested;  /* under flush_lock */
+    int flusher_wants;     /* under flush_lock: 0 = busy syncing (no wake-up
+                            * needed: it looks at flush_requested next), -1 =
+                            * asleep (wake on any request), n > 0 = gathering
+                            * (wake when n waiters are pending) */
     int pending;           /* atomic: sync waiters queued and not yet completed */
     bool stopping;         /* under flush_lock (flusher) and wait_lock (completer) */
     pthread_t flusher;
@@ -450,12 +454,14 @@ static void *flusher_main(void *arg) {
     pthread_mutex_lock(&cl->flush_lock);
     for (;;) {
         if (!cl->flush_requested && !cl->stopping) {
+            cl->flusher_wants = -1;
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
             uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)cl->cfg.flush_interval_ms * 1000000;
             ts.tv_sec += (time_t)(ns / 1000000000);
             ts.tv_nsec = (long)(ns % 1000000000);
             pthread_cond_timedwait(&cl->flush_cond, &cl->flush_lock, &ts);
+            cl->flusher_wants = 0;
         }
         /* Group commit: when the last sync served a crowd, give the crowd a
          * moment (at most one sync's duration, 1 ms) to queue again, so that
@@ -464,11 +470,13 @@ static void *flusher_main(void *arg) {
             int64_t window = last_sync_ns < 1000000 ? last_sync_ns : 1000000;
             int64_t deadline = mq_mono_ns() + window;
             struct timespec ts = {(time_t)(deadline / 1000000000), (long)(deadline % 1000000000)};
+            cl->flusher_wants = last_batch;
             while (__atomic_load_n(&cl->pending, __ATOMIC_ACQUIRE) < last_batch &&
                    !cl->stopping) {
                 if (pthread_cond_timedwait(&cl->flush_cond, &cl->flush_lock, &ts) == ETIMEDOUT)
                     break;
             }
+            cl->flusher_wants = 0;
         }
         bool stop = cl->stopping;
         cl->flush_requested = false;
@@ -978,9 +986,14 @@ int cl_flush_wait(CommitLog *cl, ClFlushWaiter *w, uint64_t upto,
     __atomic_add_fetch(&cl->pending, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&cl->wait_lock);
 
+    /* Wake the flusher only when it waits for this: not while it syncs (it
+     * checks flush_requested next), not for every member of a crowd it is
+     * gathering (one wake-up when the crowd is complete). */
     pthread_mutex_lock(&cl->flush_lock);
     cl->flush_requested = true;
-    pthread_cond_signal(&cl->flush_cond);
+    int wants = cl->flusher_wants;
+    if (wants < 0 || (wants > 0 && __atomic_load_n(&cl->pending, __ATOMIC_ACQUIRE) >= wants))
+        pthread_cond_signal(&cl->flush_cond);
     pthread_mutex_unlock(&cl->flush_lock);
     return 1;
 }
