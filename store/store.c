@@ -621,7 +621,13 @@ int store_open(const StoreConfig *cfg, Store **out) {
     st->cfg = *cfg;
     st->cfg.on_arrival = NULL; /* no wake-ups during recovery */
     st->disk_ratio = -1;
-    pthread_rwlock_init(&st->q_lock, NULL);
+    /* Writers first: a steady stream of readers must not starve the
+     * dispatcher when it adds a queue (glibc prefers readers by default). */
+    pthread_rwlockattr_t rwa;
+    pthread_rwlockattr_init(&rwa);
+    pthread_rwlockattr_setkind_np(&rwa, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&st->q_lock, &rwa);
+    pthread_rwlockattr_destroy(&rwa);
     pthread_mutex_init(&st->disp_lock, NULL);
     pthread_mutex_init(&st->hk_lock, NULL);
     mq_cond_init_mono(&st->disp_cond);
