@@ -686,6 +686,9 @@ int store_open(const StoreConfig *cfg, Store **out) {
     /* Bytes recovered from the page cache after a kill -9 are not synced
      * here: the flusher's first round does it (the checkpoint never vouches
      * for more than the flushed offset), so a crash mid-burst reopens fast. */
+    /* Queue minimums are not stored: after retention in an earlier run the
+     * first queue file may still point below the log's minimum. */
+    cleanup_below(st, cl_min_offset(st->cl));
     rc = housekeep_locked(st, true); /* checkpoint the recovered state */
     if (rc != MQ_OK) goto err;
     rc = write_abort(st->abort_path);

@@ -433,10 +433,18 @@ static void test_store_retention_deletes_expired_segments_at_delete_hour(void **
     ClRecord rec;
     MappedFile *ref = NULL;
     assert_int_equal(store_read_msg(f->st, 0, &rec, &ref), MQ_ERR_NOTFOUND);
-    /* After a restart the minimum stays where retention left it. */
+    /* After a restart the minimum stays where retention left it, and the
+     * queue still starts at the first message that exists. */
     reopen(f);
     store_stats(f->st, &ss);
     assert_true(ss.min_offset == 2 * 65536);
+    assert_int_equal(store_read_queue(f->st, mq_slice("t", 1), 0, 0, 1, 1, NULL, 0, &e, &off, &n,
+                                      &next),
+                     MQ_OK);
+    assert_int_equal(n, 1);
+    assert_true(e.phys_off >= 2 * 65536);
+    assert_int_equal(store_read_msg(f->st, e.phys_off, &rec, &ref), MQ_OK);
+    mf_unref(&ref);
 }
 
 static double fake_used = 0.5;
