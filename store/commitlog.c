@@ -447,6 +447,9 @@ static void flush_failed(CommitLog *cl) {
     pthread_mutex_unlock(&cl->wait_lock);
 }
 
+static ClFlushWaiter *take_finished(CommitLog *cl, int64_t *next_deadline);
+static void run_finished(ClFlushWaiter *ready);
+
 static void *flusher_main(void *arg) {
     CommitLog *cl = arg;
     int last_batch = 0;       /* waiters queued when the last sync began */
@@ -494,9 +497,11 @@ static void *flusher_main(void *arg) {
             } else {
                 last_batch = batch;
                 last_sync_ns = mq_mono_ns() - t0;
+                int64_t unused;
                 pthread_mutex_lock(&cl->wait_lock);
-                pthread_cond_signal(&cl->wait_cond);
+                ClFlushWaiter *ready = take_finished(cl, &unused);
                 pthread_mutex_unlock(&cl->wait_lock);
+                run_finished(ready);
             }
         }
         pthread_mutex_lock(&cl->flush_lock);
@@ -516,49 +521,67 @@ static void list_remove(ClFlushWaiter *w) {
     w->prev = w->next = NULL;
 }
 
+/* take_finished moves every waiter whose flush is done (or failed, or
+ * timed out) out of the list into a private chain (through 'next', status
+ * in 'prev') and returns it; '*next_deadline' = earliest remaining
+ * deadline.  Caller holds wait_lock. */
+static ClFlushWaiter *take_finished(CommitLog *cl, int64_t *next_deadline) {
+    ClFlushWaiter *head = &cl->waiters;
+    ClFlushWaiter *ready = NULL;
+    ClFlushWaiter **tail = &ready;
+    int64_t now = mq_mono_ns();
+    uint64_t flushed = load64(&cl->flushed);
+    *next_deadline = INT64_MAX;
+    for (ClFlushWaiter *w = head->next; w != head;) {
+        ClFlushWaiter *next = w->next;
+        int st;
+        if (w->upto <= flushed)
+            st = MQ_OK;
+        else if (cl->io_failed || cl->flusher_done)
+            st = MQ_ERR_IO;
+        else if (w->deadline_ns <= now)
+            st = MQ_ERR_TIMEOUT;
+        else {
+            if (w->deadline_ns < *next_deadline) *next_deadline = w->deadline_ns;
+            w = next;
+            continue;
+        }
+        list_remove(w);
+        __atomic_sub_fetch(&cl->pending, 1, __ATOMIC_RELEASE);
+        w->prev = (ClFlushWaiter *)(intptr_t)st; /* status rides in 'prev' */
+        *tail = w;
+        tail = &w->next;
+        w = next;
+    }
+    *tail = NULL;
+    return ready;
+}
+
+/* run_finished calls the callbacks of a chain from take_finished, without
+ * any lock held. */
+static void run_finished(ClFlushWaiter *ready) {
+    while (ready) {
+        ClFlushWaiter *w = ready;
+        ready = w->next;
+        int status = (int)(intptr_t)w->prev;
+        w->prev = w->next = NULL;
+        w->done(w->arg, status); /* 'w' may be freed by the callee */
+    }
+}
+
+/* The completer fires callbacks whose deadline passed (even while the
+ * flusher sits in a slow fdatasync) and those of failed flushes; the
+ * flusher fires the successful ones itself, saving a thread hop per sync. */
 static void *completer_main(void *arg) {
     CommitLog *cl = arg;
     ClFlushWaiter *head = &cl->waiters;
     pthread_mutex_lock(&cl->wait_lock);
     for (;;) {
-        /* Collect finished waiters into a private list (reusing 'next'),
-         * then run their callbacks without the lock. */
-        ClFlushWaiter *ready = NULL;
-        ClFlushWaiter **tail = &ready;
-        int64_t now = mq_mono_ns();
-        uint64_t flushed = load64(&cl->flushed);
-        int64_t next_deadline = INT64_MAX;
-        int st = MQ_OK;
-        for (ClFlushWaiter *w = head->next; w != head;) {
-            ClFlushWaiter *next = w->next;
-            if (w->upto <= flushed)
-                st = MQ_OK;
-            else if (cl->io_failed || cl->flusher_done)
-                st = MQ_ERR_IO;
-            else if (w->deadline_ns <= now)
-                st = MQ_ERR_TIMEOUT;
-            else {
-                if (w->deadline_ns < next_deadline) next_deadline = w->deadline_ns;
-                w = next;
-                continue;
-            }
-            list_remove(w);
-            __atomic_sub_fetch(&cl->pending, 1, __ATOMIC_RELEASE);
-            w->prev = (ClFlushWaiter *)(intptr_t)st; /* status rides in 'prev' */
-            *tail = w;
-            tail = &w->next;
-            w = next;
-        }
-        *tail = NULL;
+        int64_t next_deadline;
+        ClFlushWaiter *ready = take_finished(cl, &next_deadline);
         if (ready) {
             pthread_mutex_unlock(&cl->wait_lock);
-            while (ready) {
-                ClFlushWaiter *w = ready;
-                ready = w->next;
-                int status = (int)(intptr_t)w->prev;
-                w->prev = w->next = NULL;
-                w->done(w->arg, status); /* 'w' may be freed by the callee */
-            }
+            run_finished(ready);
             pthread_mutex_lock(&cl->wait_lock);
             continue;
         }

@@ -30,8 +30,9 @@
  * bytes, u32 CL_BLANK_MAGIC) and the write moves to the next segment.
  *
  * Threads: any number of appenders (one short lock covers reservation and
- * copy), one flusher thread, one completer thread that runs sync-flush
- * callbacks and their timeouts, readers on any thread.
+ * copy), one flusher thread (fdatasync, then the callbacks it satisfied),
+ * one completer thread (callbacks that time out or whose flush failed),
+ * readers on any thread.
  */
 #ifndef PETREL_COMMITLOG_H
 #define PETREL_COMMITLOG_H
@@ -193,7 +194,7 @@ typedef struct ClFlushWaiter {
 /* cl_flush_wait asks for the log to be durable up to 'upto' (the end of the
  * caller's last record).  Returns 0 when it already is (done is not
  * called), 1 when 'w' was queued: 'done' will be called exactly once, on
- * the completer thread, after a flush covers 'upto' (MQ_OK), after
+ * the flusher or completer thread, after a flush covers 'upto' (MQ_OK), after
  * sync_flush_timeout_ms (MQ_ERR_TIMEOUT) or when a flush fails
  * (MQ_ERR_IO).  One fdatasync serves every waiter queued before it.
  * Returns MQ_ERR_RDONLY if the log already failed.  Any thread. */
