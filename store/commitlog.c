@@ -3,14 +3,15 @@
  * "Commit log").
  *
  * Owns: the segment array, the append position, the queue offset table,
- * the flusher thread (fdatasync, group commit) and the completer thread
- * (sync-flush callbacks and their timeouts).  Calls: mfile.c, crc32c.c.
+ * the flusher thread (fdatasync, group commit, callbacks of the waiters a
+ * sync satisfied) and the completer thread (waiters that time out or whose
+ * flush failed).  Calls: mfile.c, crc32c.c, io.c.
  *
  * Locks, never nested except as listed:
  *   append_lock  reservation + copy + queue offsets (may take seg_lock)
  *   seg_lock     the segment array (short; readers take refs under it)
- *   flush_lock   the flusher's wake-up flag
- *   wait_lock    the list of sync-flush waiters
+ *   flush_lock   the flusher's wake-up flag and what it waits for
+ *   wait_lock    the list of sync-flush waiters (callbacks run without it)
  */
 #define _GNU_SOURCE
 #include "commitlog.h"
