@@ -282,6 +282,9 @@ struct CommitLog {
     uint64_t min_off;      /* atomic: base of the oldest segment */
     int refusal;           /* atomic: MQ_OK, MQ_ERR_FULL or MQ_ERR_RDONLY */
     QoTable qo;            /* under append_lock */
+    MappedFile *prepared;  /* under append_lock: the segment after 'newest', made
+                            * ahead of time by the flusher thread, or NULL */
+    bool recovered;        /* atomic: cl_recover has run; segments may be prepared */
     uint8_t *scratch;      /* under append_lock: records encoded for pwrite */
     size_t scratch_cap;    /* bytes */
 
@@ -361,12 +364,18 @@ static int push_seg(CommitLog *cl, MappedFile *mf) {
 /* new_seg creates and maps the segment starting at 'base' and adds it to
  * the array; '*out' is borrowed (the array holds the ref). */
 static int new_seg(CommitLog *cl, uint64_t base, MappedFile **out) {
-    char path[4096];
-    seg_path(cl, base, path, sizeof(path));
     MappedFile *mf = NULL;
-    int rc = mf_open(path, base, cl->cfg.segment_size, true, &mf);
-    if (rc == MQ_ERR_EXISTS) rc = mf_open(path, base, cl->cfg.segment_size, false, &mf);
-    if (rc != MQ_OK) return rc;
+    int rc = MQ_OK;
+    if (cl->prepared && mf_base(cl->prepared) == base) {
+        mf = cl->prepared; /* made ahead: no disk work under append_lock */
+        cl->prepared = NULL;
+    } else {
+        char path[4096];
+        seg_path(cl, base, path, sizeof(path));
+        rc = mf_open(path, base, cl->cfg.segment_size, true, &mf);
+        if (rc == MQ_ERR_EXISTS) rc = mf_open(path, base, cl->cfg.segment_size, false, &mf);
+        if (rc != MQ_OK) return rc;
+    }
     rc = push_seg(cl, mf);
     if (rc != MQ_OK) {
         mf_mark_delete(mf);
@@ -451,6 +460,41 @@ static void flush_failed(CommitLog *cl) {
 static ClFlushWaiter *take_finished(CommitLog *cl, int64_t *next_deadline);
 static void run_finished(ClFlushWaiter *ready);
 
+/* prepare_next makes the segment after the newest one ahead of time
+ * (fallocate, map, directory fsync), so that rolling over never does disk
+ * work while appenders wait on append_lock.  Flusher thread, no lock held
+ * while it touches the disk. */
+static void prepare_next(CommitLog *cl) {
+    if (!__atomic_load_n(&cl->recovered, __ATOMIC_ACQUIRE)) return;
+    uint64_t seg = cl->cfg.segment_size;
+    pthread_mutex_lock(&cl->append_lock);
+    bool need = cl->newest && !cl->prepared &&
+                __atomic_load_n(&cl->refusal, __ATOMIC_ACQUIRE) == MQ_OK;
+    uint64_t base = need ? mf_base(cl->newest) + seg : 0;
+    pthread_mutex_unlock(&cl->append_lock);
+    if (!need) return;
+    char path[4096];
+    seg_path(cl, base, path, sizeof(path));
+    MappedFile *mf = NULL;
+    if (mf_open(path, base, seg, true, &mf) != MQ_OK) return; /* the roll will try itself */
+    pthread_mutex_lock(&cl->append_lock);
+    if (cl->newest && mf_base(cl->newest) + seg == base && !cl->prepared) {
+        cl->prepared = mf;
+        mf = NULL;
+    } else {
+        /* Not needed after all: the log rolled meanwhile (the appender mapped
+         * the same file itself: keep it) or was cut back (the file is extra:
+         * delete it, still under append_lock so that no roll can take it). */
+        bool in_use = false;
+        pthread_mutex_lock(&cl->seg_lock);
+        for (size_t i = 0; i < cl->nsegs; i++) in_use |= mf_base(cl->segs[i]) == base;
+        pthread_mutex_unlock(&cl->seg_lock);
+        if (!in_use) mf_mark_delete(mf);
+    }
+    pthread_mutex_unlock(&cl->append_lock);
+    mf_unref(&mf);
+}
+
 static void *flusher_main(void *arg) {
     CommitLog *cl = arg;
     int last_batch = 0;       /* waiters queued when the last sync began */
@@ -493,6 +537,7 @@ static void *flusher_main(void *arg) {
         failed = cl->io_failed;
         pthread_mutex_unlock(&cl->wait_lock);
         if (!failed) {
+            prepare_next(cl);
             if (flush_to(cl, load64(&cl->write_pos)) != MQ_OK) {
                 flush_failed(cl);
             } else {
@@ -657,6 +702,10 @@ void cl_close(CommitLog *cl) {
         pthread_join(cl->flusher, NULL); /* its last round flushes everything */
         pthread_join(cl->completer, NULL);
     }
+    if (cl->prepared) { /* never written: leave no empty segment behind */
+        mf_mark_delete(cl->prepared);
+        mf_unref(&cl->prepared);
+    }
     for (size_t i = 0; i < cl->nsegs; i++) mf_unref(&cl->segs[i]);
     free(cl->segs);
     free(cl->scratch);
@@ -678,6 +727,10 @@ void cl_close(CommitLog *cl) {
 static int cut_at(CommitLog *cl, uint64_t end) {
     uint64_t seg = cl->cfg.segment_size;
     int rc = MQ_OK;
+    if (cl->prepared) { /* prepared for an end that no longer holds */
+        mf_mark_delete(cl->prepared);
+        mf_unref(&cl->prepared);
+    }
     pthread_mutex_lock(&cl->seg_lock);
     while (cl->nsegs && mf_base(cl->segs[cl->nsegs - 1]) > end) {
         MappedFile *mf = cl->segs[--cl->nsegs];
@@ -712,6 +765,7 @@ int cl_recover(CommitLog *cl, uint64_t from, uint64_t *end) {
         store64(&cl->flushed, start);
         store64(&cl->min_off, start);
         *end = start;
+        __atomic_store_n(&cl->recovered, true, __ATOMIC_RELEASE);
         return MQ_OK;
     }
     if (from < min) from = min;
@@ -759,6 +813,7 @@ int cl_recover(CommitLog *cl, uint64_t from, uint64_t *end) {
     MQ_INFO("commit log recovered: %ju records checked from offset %ju, end %ju",
             (uintmax_t)scanned, (uintmax_t)from, (uintmax_t)pos);
     *end = pos;
+    __atomic_store_n(&cl->recovered, true, __ATOMIC_RELEASE);
     return MQ_OK;
 }
 

@@ -38,7 +38,9 @@ static int setup(void **state) {
         .dir = f->dir,
         .segment_size = 64 * 1024,
         .store_host = {127, 0, 0, 1, 0x1F, 0x90, 0, 0},
-        .flush_interval_ms = 50,
+        /* Long: the flusher runs only when a test asks for a sync, so that
+         * when it prepares the next segment is up to the test. */
+        .flush_interval_ms = 60000,
         .sync_flush_timeout_ms = 2000,
         .clock = fixed_clock,
         .clock_arg = &clock_value,
@@ -690,6 +692,45 @@ static void test_cl_write_through_short_write_then_enospc_loses_nothing_acked(vo
     write_fails_and_log_is_cut_back(*state, ENOSPC, true);
 }
 
+static void test_cl_next_segment_is_prepared_ahead_so_a_roll_needs_no_disk(void **state) {
+    Fixture *f = *state;
+    ClAppendResult last = put_n(f, 3, NULL);
+    /* A flusher round (asked for by a sync waiter) makes segment 2 ahead. */
+    ClFlushWaiter w;
+    int flag = 0;
+    if (cl_flush_wait(f->cl, &w, last.phys_off + last.size, done_cb, &flag) == 1)
+        assert_int_equal(wait_flag(&flag), 1);
+    char *next = tu_path(f->dir, "%020zu", f->cfg.segment_size);
+    assert_true(tu_exists(next));
+    /* With file creation failing from now on, the roll still succeeds:
+     * it takes the prepared segment. */
+    static MqIo io;
+    io = mq_io_default;
+    io.fallocate = enospc_fallocate;
+    mq_io_set(&io);
+    fill_to(f, 200);
+    ClMessage m = msg("t", 0, zeros, 300);
+    ClAppendResult r;
+    assert_int_equal(cl_append(f->cl, &m, 1, &r), MQ_OK);
+    assert_true(r.phys_off == f->cfg.segment_size);
+    mq_io_set(NULL);
+    /* A clean close leaves no prepared, never-written segment behind. */
+    int flag2 = 0;
+    if (cl_flush_wait(f->cl, &w, r.phys_off + r.size, done_cb, &flag2) == 1)
+        assert_int_equal(wait_flag(&flag2), 1);
+    char *after = tu_path(f->dir, "%020zu", 2 * f->cfg.segment_size);
+    assert_true(tu_exists(after));
+    cl_close(f->cl);
+    f->cl = NULL;
+    assert_false(tu_exists(after));
+    uint64_t end = 0;
+    assert_int_equal(cl_open(&f->cfg, &f->cl), MQ_OK);
+    assert_int_equal(cl_recover(f->cl, 0, &end), MQ_OK);
+    assert_true(end == r.phys_off + r.size);
+    free(next);
+    free(after);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_cl_record_round_trips_every_field, setup, teardown),
@@ -718,6 +759,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_cl_refusal_rejects_with_disk_full_then_accepts, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cl_raw_copy_makes_identical_log, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_cl_next_segment_is_prepared_ahead_so_a_roll_needs_no_disk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cl_write_through_appends_read_back_and_roll, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(
