@@ -21,6 +21,8 @@ struct Broker {
     int lock_fd; /* '<data>/lock', flock'ed while open */
     Store *store;
     Meta *meta;
+    TopicRegistry *topics;
+    uint8_t store_host[8]; /* StoreConfig.store_host of the open store */
 };
 
 /* Takes an exclusive flock on '<data>/lock' so that two processes never
@@ -59,6 +61,7 @@ int broker_open(const Config *conf, Broker **out) {
 
     StoreConfig sc;
     conf_store_config(&b->conf, &sc);
+    memcpy(b->store_host, sc.store_host, sizeof(b->store_host));
     rc = store_open(&sc, &b->store);
     if (rc != MQ_OK) {
         MQ_ERROR("cannot open store in '%s': %s", b->conf.data, mq_strerror(rc));
@@ -72,9 +75,16 @@ int broker_open(const Config *conf, Broker **out) {
         MQ_ERROR("cannot open metadata '%s': %s", path, mq_strerror(rc));
         goto err_close_store;
     }
+    rc = topic_registry_open(b->meta, (uint32_t)b->conf.default_topic_queue_nums, &b->topics);
+    if (rc != MQ_OK) {
+        MQ_ERROR("cannot load topics from '%s': %s", path, mq_strerror(rc));
+        goto err_close_meta;
+    }
     *out = b;
     return MQ_OK;
 
+err_close_meta:
+    meta_close(b->meta);
 err_close_store:
     store_close(b->store);
 err_unlock:
@@ -86,6 +96,7 @@ err_free:
 
 void broker_close(Broker *b) {
     if (!b) return;
+    topic_registry_close(b->topics);
     meta_close(b->meta);
     store_close(b->store);
     close(b->lock_fd);
@@ -102,6 +113,14 @@ Meta *broker_meta(Broker *b) {
 
 const Config *broker_config(const Broker *b) {
     return &b->conf;
+}
+
+TopicRegistry *broker_topics(Broker *b) {
+    return b->topics;
+}
+
+const uint8_t *broker_store_host(const Broker *b) {
+    return b->store_host;
 }
 
 void broker_health(Broker *b, BrokerHealth *out) {

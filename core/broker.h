@@ -12,18 +12,21 @@
 #include "config.h"
 #include "meta.h"
 #include "store.h"
+#include "topic.h"
 
 typedef struct Broker Broker;
 
 /* broker_open copies 'conf', locks conf->data (flock on '<data>/lock':
  * MQ_ERR_BUSY while another process has it open), opens the store there
  * (recovering it if the last run crashed) and then '<data>/meta.db' with
- * the offset flush interval of 'conf'.  conf->listen_port must be the bound port (it goes
- * into every record as the store host).  Caller owns '*out'.  Errors come
- * from store_open / meta_open and are logged here. */
+ * the offset flush interval of 'conf', and last the topic registry over the
+ * metadata (defaultTopicQueueNums queues for topics created without a
+ * count).  conf->listen_port must be the bound port (it goes into every
+ * record as the store host).  Caller owns '*out'.  Errors come from
+ * store_open / meta_open / topic_registry_open and are logged here. */
 int broker_open(const Config *conf, Broker **out);
 
-/* broker_close closes the metadata (flushing offsets), then the store
+/* broker_close closes the topic registry, the metadata (flushing offsets), then the store
  * (flush, checkpoint, abort file removed), unlocks the data directory and
  * frees.  NULL ok.  Call it
  * only once no other thread uses the broker. */
@@ -33,6 +36,13 @@ void broker_close(Broker *b);
 Store *broker_store(Broker *b);
 Meta *broker_meta(Broker *b);
 const Config *broker_config(const Broker *b);
+TopicRegistry *broker_topics(Broker *b);
+
+/* broker_store_host returns the 8-byte store host written into every record
+ * (listen IPv4 in network order + the bound port as u32 little-endian),
+ * the host part of every offset message id.  Borrowed, valid until
+ * broker_close.  Any thread. */
+const uint8_t *broker_store_host(const Broker *b);
 
 /* A snapshot for /healthz and monitoring. */
 typedef struct BrokerHealth {

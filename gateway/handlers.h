@@ -6,6 +6,7 @@
 #ifndef PETREL_HANDLERS_H
 #define PETREL_HANDLERS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "http.h"
@@ -14,6 +15,23 @@
 /* h_admin.c: operations. */
 enum MHD_Result h_admin_healthz(GwRequest *r, const RtMatch *m); /* GET /healthz */
 enum MHD_Result h_admin_root(GwRequest *r, const RtMatch *m);    /* GET / -> /console/ */
+
+/* h_message.c: produce, get by id, classic pull. */
+enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m); /* POST .../messages */
+enum MHD_Result h_message_get(GwRequest *r, const RtMatch *m);     /* GET /v1/messages/{id} */
+enum MHD_Result h_message_pull(GwRequest *r, const RtMatch *m);    /* GET .../{q}/messages */
+
+/* h_topic.c: topic admin. */
+enum MHD_Result h_topic_list(GwRequest *r, const RtMatch *m);   /* GET /v1/topics */
+enum MHD_Result h_topic_get(GwRequest *r, const RtMatch *m);    /* GET /v1/topics/{topic} */
+enum MHD_Result h_topic_put(GwRequest *r, const RtMatch *m);    /* PUT /v1/topics/{topic} */
+enum MHD_Result h_topic_delete(GwRequest *r, const RtMatch *m); /* DELETE /v1/topics/{t} */
+enum MHD_Result h_topic_queues(GwRequest *r, const RtMatch *m); /* GET .../{topic}/queues */
+
+/* h_topic_name_ok is true when 'topic' (a {topic} path parameter) is a
+ * valid, unreserved user topic name; otherwise it has answered 400
+ * INVALID_NAME and put MHD's result in '*ret'.  MHD worker. */
+bool h_topic_name_ok(GwRequest *r, const char *topic, enum MHD_Result *ret);
 
 /* static.c: the console, files under the web root. */
 enum MHD_Result h_static_get(GwRequest *r, const RtMatch *m); /* GET /console/{path*} */

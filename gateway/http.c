@@ -4,8 +4,8 @@
  * response helpers and an orderly stop.  See http.h.
  *
  * Model: MHD's internal epoll thread pool (2 workers).  Handlers never
- * block; later issues suspend connections for long polls and sync flushes
- * (MHD_ALLOW_SUSPEND_RESUME is on for that).
+ * block on the disk: a SYNC_FLUSH produce suspends its connection and the
+ * flush callback resumes it (gw_suspend / gw_resume; later long polls too).
  */
 #define _GNU_SOURCE
 #include "http.h"
@@ -35,6 +35,8 @@ struct Gw {
     int web_fd;           /* O_PATH directory fd of the web root, -1 = none */
     size_t max_body;      /* bytes */
     atomic_int in_flight; /* requests between first call and completion */
+    atomic_int suspended; /* requests suspended and not yet resumed */
+    int64_t suspend_grace_ms; /* longest wait for suspended ones at stop */
     atomic_bool stopping; /* gw_stop has begun */
 };
 
@@ -44,6 +46,14 @@ static const RtRoute routes[] = {
     {"GET", "/healthz", h_admin_healthz},
     {"GET", "/", h_admin_root},
     {"GET", "/console/{path*}", h_static_get},
+    {"GET", "/v1/topics", h_topic_list},
+    {"GET", "/v1/topics/{topic}", h_topic_get},
+    {"PUT", "/v1/topics/{topic}", h_topic_put},
+    {"DELETE", "/v1/topics/{topic}", h_topic_delete},
+    {"GET", "/v1/topics/{topic}/queues", h_topic_queues},
+    {"POST", "/v1/topics/{topic}/messages", h_message_produce},
+    {"GET", "/v1/topics/{topic}/queues/{queueId}/messages", h_message_pull},
+    {"GET", "/v1/messages/{msgId}", h_message_get},
 };
 
 const RtRoute *gw_routes(size_t *count) {
@@ -123,6 +133,56 @@ bool gw_is_stopping(const GwRequest *r) {
     return atomic_load(&r->gw->stopping);
 }
 
+const char *gw_query(const GwRequest *r, const char *name) {
+    const char *v = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+    if (v) return v;
+    /* "?name" without '=': MHD stores the key with a NULL value. */
+    return MHD_lookup_connection_value_n(r->conn, MHD_GET_ARGUMENT_KIND, name, strlen(name),
+                                         NULL, NULL) == MHD_YES ? "" : NULL;
+}
+
+typedef struct UnknownScan {
+    const char *const *known;
+    const char *first; /* first unknown name, NULL = none yet */
+} UnknownScan;
+
+static enum MHD_Result scan_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value) {
+    (void)kind;
+    (void)value;
+    UnknownScan *u = cls;
+    for (size_t i = 0; u->known[i]; i++) {
+        if (strcmp(u->known[i], key) == 0) return MHD_YES;
+    }
+    u->first = key;
+    return MHD_NO;
+}
+
+const char *gw_query_unknown(const GwRequest *r, const char *const *known) {
+    UnknownScan u = {known, NULL};
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, scan_arg, &u);
+    return u.first;
+}
+
+const char *gw_header(const GwRequest *r, const char *name) {
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+void gw_suspend(GwRequest *r) {
+    atomic_fetch_add(&r->gw->suspended, 1);
+    MHD_suspend_connection(r->conn);
+}
+
+void gw_resume(GwRequest *r) {
+    /* Read everything first: once resumed, 'r' may complete and be freed.
+     * The count drops only after MHD is done with the call: gw_stop waits
+     * for it to reach 0 before it stops the daemon and frees 'gw'. */
+    Gw *gw = r->gw;
+    struct MHD_Connection *conn = r->conn;
+    MHD_resume_connection(conn);
+    atomic_fetch_sub(&gw->suspended, 1);
+}
+
 /* ---- request life --------------------------------------------------------*/
 
 /* The path as shown in messages: at most 200 bytes. */
@@ -138,6 +198,13 @@ static enum MHD_Result reply_too_big(GwRequest *r) {
 
 /* Final call: the body is complete; route and answer. */
 static enum MHD_Result dispatch(GwRequest *r) {
+    if (r->resume) {
+        /* Resumed after a suspension: the handler answers, even when the
+         * broker is stopping (its work, e.g. an append, is done). */
+        RtHandler h = r->resume;
+        r->resume = NULL;
+        return h(r, &r->match);
+    }
     if (r->too_big) return reply_too_big(r);
     if (atomic_load(&r->gw->stopping)) {
         return gw_reply_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, "SHUTTING_DOWN",
@@ -243,6 +310,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     Gw *gw = cls;
     GwRequest *r = *con_cls;
     if (!r) return;
+    if (r->ctx) {
+        if (r->ctx_free) {
+            r->ctx_free(r->ctx);
+        } else {
+            free(r->ctx);
+        }
+    }
     free(r->body);
     free(r);
     *con_cls = NULL;
@@ -318,6 +392,8 @@ int gw_start(const GwConfig *cfg, Broker *broker, Gw **out) {
     gw->broker = broker;
     gw->max_body = cfg->max_body;
     atomic_init(&gw->in_flight, 0);
+    atomic_init(&gw->suspended, 0);
+    gw->suspend_grace_ms = broker_config(broker)->sync_flush_timeout_ms + 1000;
     atomic_init(&gw->stopping, false);
     gw->web_fd = open(cfg->web_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (gw->web_fd < 0) {
@@ -352,8 +428,13 @@ void gw_stop(Gw *gw) {
     if (!gw) return;
     atomic_store(&gw->stopping, true);
     MHD_socket lfd = MHD_quiesce_daemon(gw->daemon);
-    int64_t deadline = mq_mono_ms() + STOP_GRACE_MS;
-    while (atomic_load(&gw->in_flight) > 0 && mq_mono_ms() < deadline) {
+    int64_t start = mq_mono_ms();
+    int64_t deadline = start + STOP_GRACE_MS;
+    /* A suspended request is resumed by its store callback within
+     * syncFlushTimeout; MHD must not be stopped while one is suspended. */
+    int64_t suspended_deadline = start + gw->suspend_grace_ms;
+    while ((atomic_load(&gw->in_flight) > 0 && mq_mono_ms() < deadline) ||
+           (atomic_load(&gw->suspended) > 0 && mq_mono_ms() < suspended_deadline)) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }

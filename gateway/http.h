@@ -34,6 +34,10 @@ typedef struct GwRequest {
     size_t body_cap;             /* bytes allocated */
     bool too_big;                /* body exceeded max_body: answer 413 */
     RtMatch match;               /* the route and its parameters */
+    RtHandler resume;            /* set by a handler that suspended: called
+                                  * instead of routing when MHD calls again */
+    void *ctx;                   /* handler state across a suspension */
+    void (*ctx_free)(void *ctx); /* frees 'ctx' at completion; NULL = free() */
 } GwRequest;
 
 typedef struct GwConfig {
@@ -70,6 +74,30 @@ void gw_stop(Gw *gw);
 Broker *gw_broker(const GwRequest *r);
 int gw_web_dirfd(const GwRequest *r); /* -1 when the web root is missing */
 bool gw_is_stopping(const GwRequest *r);
+
+/* gw_query returns the percent-decoded query parameter 'name' ("" for a
+ * parameter given without a value), or NULL when absent.  Borrowed from
+ * MHD until the request completes. */
+const char *gw_query(const GwRequest *r, const char *name);
+
+/* gw_query_unknown returns the name of the first query parameter of 'r'
+ * that is not in the NULL-terminated list 'known', or NULL when all are
+ * known.  Borrowed from MHD until the request completes. */
+const char *gw_query_unknown(const GwRequest *r, const char *const *known);
+
+/* gw_header returns the request header 'name' (case-insensitive), or NULL. */
+const char *gw_header(const GwRequest *r, const char *name);
+
+/* ---- suspension ----------------------------------------------------------
+ * A handler that must wait (sync flush, later long polls) sets r->resume
+ * (and r->ctx), calls gw_suspend and returns MHD_YES without answering.
+ * Exactly one gw_resume must follow, from any thread, possibly before the
+ * handler has returned; MHD then calls r->resume on the connection's
+ * worker, which answers.  'r' stays valid until that answer completes, so
+ * the resuming thread must not touch 'r' after gw_resume.  gw_stop waits
+ * for suspended requests (up to syncFlushTimeout + 1 s). */
+void gw_suspend(GwRequest *r);
+void gw_resume(GwRequest *r);
 
 /* ---- responses: each queues one response and destroys it ---------------*/
 

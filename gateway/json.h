@@ -1,13 +1,18 @@
 /*
  * json.h - jansson helpers of the gateway: the one place that builds the
- * error body of API.md and maps mq_err codes to HTTP statuses.
+ * error body of API.md and maps mq_err codes to HTTP statuses, base64,
+ * and the one encoder of API.md's `message` object (get, pull, queries).
  */
 #ifndef PETREL_JSON_H
 #define PETREL_JSON_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
+
+#include "commitlog.h"
 
 /* js_error builds {"error":{"code":'code',"message":'message',"status":N}}.
  * A 'message' that is not valid UTF-8 is replaced by a generic one.
@@ -27,5 +32,29 @@ unsigned gw_status_for(int err);
 /* js_dump serializes 'v' compactly into a malloc'd buffer (caller frees)
  * of '*len' bytes, not NUL-terminated.  NULL when out of memory. */
 char *js_dump(const json_t *v, size_t *len);
+
+/* js_b64_decode decodes the 'len' characters at 's' (standard alphabet,
+ * '=' padding required to a multiple of 4, no whitespace) into a malloc'd
+ * buffer '*out' (caller frees; non-NULL even when empty) of '*out_len'
+ * bytes.  MQ_OK, MQ_ERR_INVAL (not base64), MQ_ERR_NOMEM.  Any thread. */
+int js_b64_decode(const char *s, size_t len, uint8_t **out, size_t *out_len);
+
+/* js_b64_encode returns the base64 text of the 'len' bytes at 'p' as a
+ * malloc'd NUL-terminated string (caller frees), NULL when out of memory. */
+char *js_b64_encode(const uint8_t *p, size_t len);
+
+/* js_body sets "body" and "bodyEncoding" of 'obj': "utf8" with the bytes
+ * as a string when they are valid UTF-8, else "base64".  MQ_OK or
+ * MQ_ERR_NOMEM. */
+int js_body(json_t *obj, MqSlice body);
+
+/* js_message builds API.md's message object from the record 'rec'
+ * (slices borrowed for the call only): msgId (offset id of its store host
+ * and position), topic, queueId, queueOffset, commitLogOffset, tags ("" =
+ * none), keys [], properties {} (user properties only: the MSG_PROP_*
+ * system names are left out), body, bodyEncoding, bornTimestamp,
+ * storeTimestamp, reconsumeTimes, storeSize.  Caller owns the result;
+ * NULL when out of memory. */
+json_t *js_message(const ClRecord *rec);
 
 #endif

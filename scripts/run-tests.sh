@@ -1,7 +1,7 @@
 #!/bin/bash
 # Runs each test binary given, collects cmocka's per-binary summary and
 # ends with one line "N passed, N failed".  Exit status 1 if any failed.
-# Each binary's full output goes to build/test-logs/<name>.log; a failing
+# Each binary's full output goes to build/test-logs/<unit|e2e>-<name>.log; a failing
 # binary's log is printed.
 set -u
 logdir=${TEST_LOG_DIR:-build/test-logs}
@@ -11,7 +11,8 @@ failed=0
 bad=()
 for t in "$@"; do
     name=$(basename "$t")
-    log="$logdir/$name.log"
+    kind=$(basename "$(dirname "$t")") # unit or e2e: tests/unit/x and tests/e2e/x may share a name
+    log="$logdir/$kind-$name.log"
     start=$(date +%s%N)
     "$t" >"$log" 2>&1
     rc=$?

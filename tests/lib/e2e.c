@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #define MAX_ARGS 64
 
 static long long now_ms(void) {
@@ -288,6 +290,16 @@ int e2e_get(const E2eServer *s, const char *path, E2eResponse *out) {
     return e2e_http(s, &req, out);
 }
 
+int e2e_send(const E2eServer *s, const char *method, const char *path, const char *content_type,
+             const char *body, E2eResponse *out) {
+    E2eRequest req = {.method = method,
+                      .path = path,
+                      .body = body,
+                      .body_len = body ? strlen(body) : 0,
+                      .content_type = content_type};
+    return e2e_http(s, &req, out);
+}
+
 const char *e2e_header(const E2eResponse *r, const char *name, char *buf, size_t cap) {
     size_t nl = strlen(name);
     for (const char *line = r->headers; line && *line;) {
@@ -312,6 +324,13 @@ void e2e_response_free(E2eResponse *r) {
     free(r->body);
     free(r->headers);
     memset(r, 0, sizeof(*r));
+}
+
+json_t *e2e_json(const E2eResponse *r) {
+    json_error_t err;
+    json_t *root = json_loadb(r->body ? r->body : "", r->len, 0, &err);
+    if (!root) fprintf(stderr, "e2e: not JSON (%s): %.*s\n", err.text, (int)r->len, r->body);
+    return root;
 }
 
 /* ---- one-shot runs -------------------------------------------------------*/

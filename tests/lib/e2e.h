@@ -68,11 +68,22 @@ int e2e_http(const E2eServer *s, const E2eRequest *req, E2eResponse *out);
 /* e2e_get is e2e_http with a GET of 'path'. */
 int e2e_get(const E2eServer *s, const char *path, E2eResponse *out);
 
+/* e2e_send is e2e_http with 'method', 'path', a Content-Type (NULL: none)
+ * and the NUL-terminated 'body' (NULL: no body). */
+int e2e_send(const E2eServer *s, const char *method, const char *path, const char *content_type,
+             const char *body, E2eResponse *out);
+
 /* e2e_header copies the value of header 'name' (case-insensitive) of 'r'
  * into 'buf'; returns 'buf', or NULL when absent. */
 const char *e2e_header(const E2eResponse *r, const char *name, char *buf, size_t cap);
 
 void e2e_response_free(E2eResponse *r);
+
+struct json_t;
+
+/* e2e_json parses the body of 'r' as JSON (caller owns; json_decref), or
+ * prints it and returns NULL when it is not JSON. */
+struct json_t *e2e_json(const E2eResponse *r);
 
 /* e2e_run runs the binary with 'args' (NULL-terminated, after argv[0]) to
  * completion, at most E2E_WAIT_MS; '*output' gets its stdout and stderr

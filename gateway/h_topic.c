@@ -1,0 +1,224 @@
+/*
+ * h_topic.c - topic admin: list, create/update, get (configuration and
+ * per-queue offsets), delete, and the queue list of a topic.  Topics live
+ * in the broker's TopicRegistry (core/topic.h), written through to
+ * meta.db; a delete also drops the topic's consume queues in the store.
+ */
+#include "handlers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "broker.h"
+#include "json.h"
+#include "msg.h"
+#include "topic.h"
+
+/* The "perm" text of META_PERM_* bits. */
+static const char *perm_name(uint32_t perm) {
+    switch (perm & (META_PERM_READ | META_PERM_WRITE)) {
+    case META_PERM_READ | META_PERM_WRITE: return "RW";
+    case META_PERM_READ: return "R";
+    case META_PERM_WRITE: return "W";
+    default: return "NONE";
+    }
+}
+
+bool h_topic_name_ok(GwRequest *r, const char *topic, enum MHD_Result *ret) {
+    const char *why = msg_name_problem(topic, strlen(topic));
+    if (!why) return true;
+    *ret = gw_reply_error(r, 400, "INVALID_NAME", "topic '%.200s': %s", topic, why);
+    return false;
+}
+
+/* The topic object: configuration only. */
+static json_t *topic_json(const MetaTopic *t) {
+    return json_pack("{s:s, s:I, s:I, s:I, s:s, s:b, s:I, s:I}", "topic", t->name, "queues",
+                     (json_int_t)t->write_queues, "readQueues", (json_int_t)t->read_queues,
+                     "writeQueues", (json_int_t)t->write_queues, "perm", perm_name(t->perm),
+                     "order", (int)t->order, "createdTimestamp", (json_int_t)t->created_ms,
+                     "updatedTimestamp", (json_int_t)t->updated_ms);
+}
+
+/* [{"queueId","minOffset","maxOffset","lastUpdateTimestamp"}] for every
+ * queue of 't' (the larger of its read and write counts). */
+static json_t *queues_json(Store *st, const MetaTopic *t) {
+    json_t *arr = json_array();
+    if (!arr) return NULL;
+    uint32_t n = t->read_queues > t->write_queues ? t->read_queues : t->write_queues;
+    MqSlice name = mq_slice(t->name, strlen(t->name));
+    for (uint32_t q = 0; q < n; q++) {
+        uint64_t min = 0;
+        uint64_t max = 0;
+        store_queue_range(st, name, q, &min, &max);
+        int64_t ts = store_queue_last_ts(st, name, q);
+        json_t *one = json_pack("{s:I, s:I, s:I, s:I}", "queueId", (json_int_t)q, "minOffset",
+                                (json_int_t)min, "maxOffset", (json_int_t)max,
+                                "lastUpdateTimestamp", (json_int_t)(ts > 0 ? ts : 0));
+        if (!one || json_array_append_new(arr, one) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+/* Looks the {topic} of 'm' up: MQ_OK with '*t', or the answer was sent. */
+static bool find_topic(GwRequest *r, const RtMatch *m, MetaTopic *t, enum MHD_Result *ret) {
+    const char *name = rt_param(m, "topic");
+    if (!h_topic_name_ok(r, name, ret)) return false;
+    int rc = topic_get(broker_topics(gw_broker(r)), name, t);
+    if (rc == MQ_OK) return true;
+    if (rc == MQ_ERR_NOTFOUND) {
+        *ret = gw_reply_error(r, 404, "TOPIC_NOT_FOUND", "topic '%s' does not exist", name);
+    } else {
+        *ret = gw_reply_err(r, rc, name);
+    }
+    return false;
+}
+
+static int list_one(void *arg, const MetaTopic *t) {
+    json_t *arr = arg;
+    if (msg_name_reserved(t->name, strlen(t->name))) return 0; /* the broker's own */
+    json_t *one = topic_json(t);
+    if (!one || json_array_append_new(arr, one) != 0) return 1;
+    return 0;
+}
+
+/* GET /v1/topics */
+enum MHD_Result h_topic_list(GwRequest *r, const RtMatch *m) {
+    (void)m;
+    json_t *arr = json_array();
+    if (!arr) return gw_reply_err(r, MQ_ERR_NOMEM, "topics");
+    int rc = topic_list(broker_topics(gw_broker(r)), list_one, arr);
+    if (rc != MQ_OK) {
+        json_decref(arr);
+        return gw_reply_err(r, rc, "topics");
+    }
+    return gw_reply_json(r, 200, arr);
+}
+
+/* GET /v1/topics/{topic} */
+enum MHD_Result h_topic_get(GwRequest *r, const RtMatch *m) {
+    MetaTopic t;
+    enum MHD_Result ret;
+    if (!find_topic(r, m, &t, &ret)) return ret;
+    json_t *root = topic_json(&t);
+    json_t *queues = queues_json(broker_store(gw_broker(r)), &t);
+    if (!root || !queues || json_object_set_new(root, "queueStats", queues) != 0) {
+        json_decref(root);
+        return gw_reply_err(r, MQ_ERR_NOMEM, t.name);
+    }
+    return gw_reply_json(r, 200, root);
+}
+
+/* GET /v1/topics/{topic}/queues */
+enum MHD_Result h_topic_queues(GwRequest *r, const RtMatch *m) {
+    MetaTopic t;
+    enum MHD_Result ret;
+    if (!find_topic(r, m, &t, &ret)) return ret;
+    json_t *queues = queues_json(broker_store(gw_broker(r)), &t);
+    if (!queues) return gw_reply_err(r, MQ_ERR_NOMEM, t.name);
+    return gw_reply_json(r, 200, queues);
+}
+
+/* PUT /v1/topics/{topic} {"queues":8,"perm":"RW","order":false}: fields
+ * left out keep their value (a new topic: defaultTopicQueueNums, RW,
+ * false).  201 created, 200 updated; the body is the topic object. */
+enum MHD_Result h_topic_put(GwRequest *r, const RtMatch *m) {
+    const char *name = rt_param(m, "topic");
+    enum MHD_Result ret;
+    if (!h_topic_name_ok(r, name, &ret)) return ret;
+    const char *ct = gw_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (ct && strncasecmp(ct, "application/json", 16) != 0) {
+        return gw_reply_error(r, 415, NULL, "Content-Type must be application/json");
+    }
+    TopicRegistry *reg = broker_topics(gw_broker(r));
+    MetaTopic t;
+    bool exists = topic_get(reg, name, &t) == MQ_OK;
+    uint32_t queues = exists ? t.write_queues : topic_default_queues(reg);
+    uint32_t perm = exists ? t.perm : (META_PERM_READ | META_PERM_WRITE);
+    bool order = exists ? t.order : false;
+
+    json_t *root = NULL;
+    if (r->body_len > 0) {
+        json_error_t jerr;
+        root = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &jerr);
+        if (!root) {
+            return gw_reply_error(r, 400, "INVALID_JSON", "malformed JSON at line %d column "
+                                  "%d: %s", jerr.line, jerr.column, jerr.text);
+        }
+        if (!json_is_object(root)) {
+            json_decref(root);
+            return gw_reply_error(r, 400, "INVALID_JSON", "the body must be a JSON object");
+        }
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        if (strcmp(key, "queues") == 0) {
+            if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+                json_integer_value(v) > TOPIC_QUEUES_MAX) {
+                json_decref(root);
+                return gw_reply_error(r, 400, "INVALID_FIELD", "queues must be an integer "
+                                      "from 1 to %d", TOPIC_QUEUES_MAX);
+            }
+            queues = (uint32_t)json_integer_value(v);
+        } else if (strcmp(key, "perm") == 0) {
+            const char *p = json_string_value(v);
+            if (p && strcmp(p, "RW") == 0) {
+                perm = META_PERM_READ | META_PERM_WRITE;
+            } else if (p && strcmp(p, "R") == 0) {
+                perm = META_PERM_READ;
+            } else if (p && strcmp(p, "W") == 0) {
+                perm = META_PERM_WRITE;
+            } else {
+                json_decref(root);
+                return gw_reply_error(r, 400, "INVALID_FIELD", "perm must be \"RW\", \"R\" "
+                                      "or \"W\"");
+            }
+        } else if (strcmp(key, "order") == 0) {
+            if (!json_is_boolean(v)) {
+                json_decref(root);
+                return gw_reply_error(r, 400, "INVALID_FIELD", "order must be a boolean");
+            }
+            order = json_is_true(v);
+        } else {
+            ret = gw_reply_error(r, 400, "UNKNOWN_FIELD", "unknown field '%.64s'", key);
+            json_decref(root);
+            return ret;
+        }
+    }
+    json_decref(root);
+    bool created = false;
+    int rc = topic_put(reg, name, queues, perm, order, &created);
+    if (rc != MQ_OK) return gw_reply_err(r, rc, name);
+    rc = topic_get(reg, name, &t);
+    if (rc != MQ_OK) return gw_reply_err(r, rc, name);
+    json_t *out = topic_json(&t);
+    if (!out) return gw_reply_err(r, MQ_ERR_NOMEM, name);
+    return gw_reply_json(r, created ? 201 : 200, out);
+}
+
+/* DELETE /v1/topics/{topic}: 204. */
+enum MHD_Result h_topic_delete(GwRequest *r, const RtMatch *m) {
+    const char *name = rt_param(m, "topic");
+    enum MHD_Result ret;
+    if (!h_topic_name_ok(r, name, &ret)) return ret;
+    Broker *b = gw_broker(r);
+    int rc = topic_delete(broker_topics(b), name);
+    if (rc == MQ_ERR_NOTFOUND) {
+        return gw_reply_error(r, 404, "TOPIC_NOT_FOUND", "topic '%s' does not exist", name);
+    }
+    if (rc != MQ_OK) return gw_reply_err(r, rc, name);
+    rc = store_delete_topic(broker_store(b), mq_slice(name, strlen(name)));
+    if (rc != MQ_OK && rc != MQ_ERR_NOTFOUND) {
+        MQ_WARN("topic '%s' deleted, but its queues could not be removed: %s", name,
+                mq_strerror(rc));
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    return gw_reply(r, MHD_HTTP_NO_CONTENT, resp);
+}
