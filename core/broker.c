@@ -1,7 +1,9 @@
 /*
  * broker.c - opens and closes the store and the metadata of one broker:
- * see broker.h.  Order matters: the store first (it recovers the log that
- * the metadata's offsets point into), the metadata last; close in reverse.
+ * see broker.h.  Order matters: the long-polling registry before the store
+ * (the store's dispatcher calls it), then the store (it recovers the log
+ * that the metadata's offsets point into), the metadata last; close in
+ * reverse.
  */
 #define _GNU_SOURCE
 #include "broker.h"
@@ -22,6 +24,7 @@ struct Broker {
     Store *store;
     Meta *meta;
     TopicRegistry *topics;
+    LpRegistry *longpoll; /* waiting pulls; outlives the store's dispatcher */
     uint8_t store_host[8]; /* StoreConfig.store_host of the open store */
 };
 
@@ -52,20 +55,29 @@ static int lock_data_dir(const char *data, int *out) {
     return MQ_OK;
 }
 
+/* StoreConfig.on_arrival: the dispatcher thread, per dispatched record. */
+static void on_arrival(void *arg, MqSlice topic, uint32_t queue_id, uint64_t max_off) {
+    lp_arrival(arg, topic, queue_id, max_off);
+}
+
 int broker_open(const Config *conf, Broker **out) {
     Broker *b = calloc(1, sizeof(*b));
     if (!b) return MQ_ERR_NOMEM;
     b->conf = *conf;
     int rc = lock_data_dir(b->conf.data, &b->lock_fd);
     if (rc != MQ_OK) goto err_free;
+    rc = lp_open(true, &b->longpoll);
+    if (rc != MQ_OK) goto err_unlock;
 
     StoreConfig sc;
     conf_store_config(&b->conf, &sc);
+    sc.on_arrival = on_arrival;
+    sc.on_arrival_arg = b->longpoll;
     memcpy(b->store_host, sc.store_host, sizeof(b->store_host));
     rc = store_open(&sc, &b->store);
     if (rc != MQ_OK) {
         MQ_ERROR("cannot open store in '%s': %s", b->conf.data, mq_strerror(rc));
-        goto err_unlock;
+        goto err_close_longpoll;
     }
 
     char path[CONF_PATH_MAX + 16];
@@ -87,6 +99,8 @@ err_close_meta:
     meta_close(b->meta);
 err_close_store:
     store_close(b->store);
+err_close_longpoll:
+    lp_close(b->longpoll);
 err_unlock:
     close(b->lock_fd);
 err_free:
@@ -99,6 +113,7 @@ void broker_close(Broker *b) {
     topic_registry_close(b->topics);
     meta_close(b->meta);
     store_close(b->store);
+    lp_close(b->longpoll);
     close(b->lock_fd);
     free(b);
 }
@@ -117,6 +132,10 @@ const Config *broker_config(const Broker *b) {
 
 TopicRegistry *broker_topics(Broker *b) {
     return b->topics;
+}
+
+LpRegistry *broker_longpoll(Broker *b) {
+    return b->longpoll;
 }
 
 const uint8_t *broker_store_host(const Broker *b) {

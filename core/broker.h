@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 #include "config.h"
+#include "longpoll.h"
 #include "meta.h"
 #include "store.h"
 #include "topic.h"
@@ -21,14 +22,16 @@ typedef struct Broker Broker;
  * (recovering it if the last run crashed) and then '<data>/meta.db' with
  * the offset flush interval of 'conf', and last the topic registry over the
  * metadata (defaultTopicQueueNums queues for topics created without a
- * count).  conf->listen_port must be the bound port (it goes into every
+ * count).  Before the store it creates the long-polling registry and hooks
+ * it to the store's arrival notification (StoreConfig.on_arrival).  conf->listen_port must be the bound port (it goes into every
  * record as the store host).  Caller owns '*out'.  Errors come from
  * store_open / meta_open / topic_registry_open and are logged here. */
 int broker_open(const Config *conf, Broker **out);
 
 /* broker_close closes the topic registry, the metadata (flushing offsets), then the store
- * (flush, checkpoint, abort file removed), unlocks the data directory and
- * frees.  NULL ok.  Call it
+ * (flush, checkpoint, abort file removed), then the long-polling registry
+ * (waiters still registered fire with LP_STOPPING), unlocks the data
+ * directory and frees.  NULL ok.  Call it
  * only once no other thread uses the broker. */
 void broker_close(Broker *b);
 
@@ -37,6 +40,12 @@ Store *broker_store(Broker *b);
 Meta *broker_meta(Broker *b);
 const Config *broker_config(const Broker *b);
 TopicRegistry *broker_topics(Broker *b);
+
+/* broker_longpoll is the registry of waiting pulls, fed by the store's
+ * dispatcher.  The gateway adds waiters; at shutdown call lp_wake_all on
+ * it before waiting for suspended requests.  Borrowed, valid until
+ * broker_close. */
+LpRegistry *broker_longpoll(Broker *b);
 
 /* broker_store_host returns the 8-byte store host written into every record
  * (listen IPv4 in network order + the bound port as u32 little-endian),

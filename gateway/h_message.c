@@ -2,7 +2,8 @@
  * h_message.c - messages: produce (POST /v1/topics/{topic}/messages, one
  * JSON message, a JSON batch or a raw body), get by offset message id
  * (GET /v1/messages/{msgId}) and classic pull
- * (GET /v1/topics/{topic}/queues/{queueId}/messages).
+ * (GET /v1/topics/{topic}/queues/{queueId}/messages) with long polling
+ * ('waitMs': suspended, resumed by the broker's long-polling registry).
  *
  * Produce decodes and checks every message before anything is created or
  * stored, then appends them with one store_put.  Under SYNC_FLUSH the
@@ -26,6 +27,7 @@
 #include "broker.h"
 #include "config.h"
 #include "json.h"
+#include "longpoll.h"
 #include "msg.h"
 #include "topic.h"
 
@@ -36,6 +38,7 @@
 #define PULL_DEFAULT 32    /* 'max' of a pull by default */
 #define PULL_SCAN 16384    /* queue entries one filtered pull looks at, at most */
 #define PULL_TAGS_MAX 32   /* tags in a pull's 'tags' expression */
+#define PULL_WAIT_MAX_MS 30000 /* longest long poll ('waitMs') */
 #define AUTO_QUEUES 4      /* queues of an auto-created topic */
 #define ERR_MAX 256        /* bytes of a validation message */
 
@@ -699,7 +702,144 @@ static bool tag_matches(const ClRecord *rec, const MqSlice *tags, size_t n) {
     return msg_tag_expr_match(tags, n, false, tag);
 }
 
-/* GET /v1/topics/{topic}/queues/{queueId}/messages */
+/* ----------------------------------------------------------------------
+ * Long polling: a pull that would answer NO_NEW_MSG with waitMs > 0
+ * suspends its connection and registers a waiter with the broker's
+ * long-polling registry (core/longpoll.h).  The waiter fires on the
+ * store's dispatcher thread when the queue grows past the offset, on the
+ * registry's timer thread at the deadline, or at shutdown; its callback
+ * only records why and resumes the connection.  The resumed call re-runs
+ * the whole pull on the connection's worker and either answers or, after
+ * an arrival that the tag filter skipped, waits again until the deadline.
+ * ---------------------------------------------------------------------- */
+
+/* Pull state kept across suspensions (GwRequest.ctx). */
+typedef struct PullCtx {
+    LpWaiter waiter;     /* registered while suspended; cancelled at completion */
+    LpRegistry *reg;     /* the broker's registry (borrowed; outlives requests) */
+    GwRequest *req;      /* back pointer for the callback */
+    uint64_t from;       /* queue offset the next read starts at: the request's
+                          * offset, advanced past entries the tag filter skipped */
+    int64_t deadline_ns; /* mq_mono_ns() when the poll answers NO_NEW_MSG */
+    atomic_int reason;   /* LpReason of the last wake-up, 0 = none yet */
+} PullCtx;
+
+static void pull_ctx_free(void *p) {
+    PullCtx *c = p;
+    /* Normally idle here (it fired before the resume that led to the
+     * answer); cancelling also covers a connection MHD closed while it was
+     * suspended. */
+    lp_cancel(c->reg, &c->waiter);
+    free(c);
+}
+
+/* Waiter callback: dispatcher, timer or shutdown thread, registry mutex
+ * held.  Touches nothing after gw_resume. */
+static void on_pull_wake(void *arg, LpReason reason) {
+    PullCtx *c = arg;
+    atomic_store(&c->reason, (int)reason);
+    gw_resume(c->req);
+}
+
+/* Suspends 'r' until queue ('ts', 'queue_id') grows past 'from', the
+ * deadline (now + 'wait_ms' on the first wait) passes or the broker stops;
+ * h_message_pull then runs again.  False (nothing suspended) when the
+ * state cannot be allocated. */
+static bool pull_wait(GwRequest *r, Store *st, MqSlice ts, uint32_t queue_id, uint64_t from,
+                      int64_t wait_ms) {
+    PullCtx *c = r->ctx;
+    if (!c) {
+        c = calloc(1, sizeof(*c));
+        if (!c) return false;
+        lp_waiter_init(&c->waiter);
+        c->reg = broker_longpoll(gw_broker(r));
+        c->req = r;
+        c->deadline_ns = mq_mono_ns() + wait_ms * 1000000;
+        atomic_init(&c->reason, 0);
+        r->ctx = c;
+        r->ctx_free = pull_ctx_free;
+    }
+    c->from = from;
+    atomic_store(&c->reason, 0);
+    r->resume = h_message_pull;
+    /* Suspend before registering: the waiter may fire at once. */
+    gw_suspend(r);
+    int rc = lp_add(c->reg, &c->waiter, ts, queue_id, from, c->deadline_ns, on_pull_wake, c);
+    if (rc != MQ_OK) {
+        /* Stopping (or no memory): answer now, as after the deadline. */
+        atomic_store(&c->reason, rc == MQ_ERR_STATE ? (int)LP_STOPPING : (int)LP_TIMEOUT);
+        gw_resume(r);
+        return true;
+    }
+    /* Entries dispatched between the read and lp_add woke nobody. */
+    uint64_t qmin = 0;
+    uint64_t qmax = 0;
+    store_queue_range(st, ts, queue_id, &qmin, &qmax);
+    if (qmax > from && lp_cancel(c->reg, &c->waiter)) {
+        atomic_store(&c->reason, (int)LP_ARRIVAL);
+        gw_resume(r);
+    }
+    return true;
+}
+
+/* One read of a pull: the status, the messages and the offsets. */
+typedef struct PullRead {
+    const char *status; /* FOUND, NO_NEW_MSG, OFFSET_TOO_SMALL, OFFSET_OVERFLOW */
+    uint64_t next;      /* nextOffset */
+    uint64_t qmin;      /* the queue's min and max offsets when read */
+    uint64_t qmax;
+} PullRead;
+
+/* Reads up to 'max' messages of queue ('ts', 'queue_id') from 'from' that
+ * match 'tags' (all when 'all') into 'list'.  MQ_ERR_NOMEM. */
+static int pull_read(Store *st, MqSlice ts, uint32_t queue_id, uint64_t from, int64_t max,
+                     const MqSlice *tags, size_t n_tags, bool all, json_t *list,
+                     PullRead *out) {
+    store_queue_range(st, ts, queue_id, &out->qmin, &out->qmax);
+    out->next = from;
+    if (from < out->qmin) {
+        out->status = "OFFSET_TOO_SMALL";
+        out->next = out->qmin;
+        return MQ_OK;
+    }
+    if (from > out->qmax) {
+        out->status = "OFFSET_OVERFLOW";
+        out->next = out->qmax;
+        return MQ_OK;
+    }
+    if (from == out->qmax) {
+        out->status = "NO_NEW_MSG";
+        return MQ_OK;
+    }
+    uint64_t hashes[PULL_TAGS_MAX];
+    for (size_t i = 0; i < n_tags; i++) hashes[i] = msg_tag_hash(tags[i]);
+    CqEntry *ents = calloc((size_t)max, sizeof(*ents));
+    if (!ents) return MQ_ERR_NOMEM;
+    size_t n = 0;
+    int rc = store_read_queue(st, ts, queue_id, from, (size_t)max, PULL_SCAN,
+                              all ? NULL : hashes, all ? 0 : n_tags, ents, NULL, &n, &out->next);
+    for (size_t i = 0; rc == MQ_OK && i < n; i++) {
+        ClRecord rec;
+        MappedFile *ref = NULL;
+        if (store_read_msg(st, ents[i].phys_off, &rec, &ref) != MQ_OK) {
+            /* Aged out by retention between the two reads: skip. */
+            mf_unref(&ref);
+            continue;
+        }
+        if (all || tag_matches(&rec, tags, n_tags)) {
+            json_t *one = js_message(&rec);
+            if (one) json_array_append_new(list, one);
+        }
+        mf_unref(&ref);
+    }
+    free(ents);
+    out->status = json_array_size(list) > 0 ? "FOUND" : "NO_NEW_MSG";
+    return MQ_OK;
+}
+
+/* GET /v1/topics/{topic}/queues/{queueId}/messages.  Also the resumed
+ * call of a long poll (r->ctx is then its PullCtx): the parameters are
+ * parsed again, the read starts at the saved offset. */
 enum MHD_Result h_message_pull(GwRequest *r, const RtMatch *m) {
     static const char *const known[] = {"offset", "max", "tags", "waitMs", NULL};
     Broker *b = gw_broker(r);
@@ -722,12 +862,8 @@ enum MHD_Result h_message_pull(GwRequest *r, const RtMatch *m) {
     int64_t wait_ms = 0;
     if (!query_int(r, "offset", 0, INT64_MAX, &offset, &prob) ||
         !query_int(r, "max", 1, PULL_MAX, &max, &prob) ||
-        !query_int(r, "waitMs", 0, 30000, &wait_ms, &prob)) {
+        !query_int(r, "waitMs", 0, PULL_WAIT_MAX_MS, &wait_ms, &prob)) {
         return reply_problem(r, &prob);
-    }
-    if (wait_ms != 0) {
-        return gw_reply_error(r, 400, "UNSUPPORTED_PARAMETER", "waitMs must be 0: long "
-                              "polling is not supported yet (it comes in a later release)");
     }
     const char *expr = gw_query(r, "tags");
     MqSlice tags[PULL_TAGS_MAX];
@@ -753,53 +889,32 @@ enum MHD_Result h_message_pull(GwRequest *r, const RtMatch *m) {
 
     Store *st = broker_store(b);
     MqSlice ts = mq_slice(topic, strlen(topic));
-    uint64_t qmin = 0;
-    uint64_t qmax = 0;
-    store_queue_range(st, ts, (uint32_t)queue_id, &qmin, &qmax);
-    uint64_t from = (uint64_t)offset;
-    const char *status = NULL;
-    uint64_t next = from;
+    PullCtx *c = r->ctx; /* set on a resumed long poll */
+    uint64_t from = c ? c->from : (uint64_t)offset;
     json_t *list = json_array();
     if (!list) return gw_reply_err(r, MQ_ERR_NOMEM, "pull");
-    if (from < qmin) {
-        status = "OFFSET_TOO_SMALL";
-        next = qmin;
-    } else if (from > qmax) {
-        status = "OFFSET_OVERFLOW";
-        next = qmax;
-    } else if (from == qmax) {
-        status = "NO_NEW_MSG";
-    } else {
-        uint64_t hashes[PULL_TAGS_MAX];
-        for (size_t i = 0; i < n_tags; i++) hashes[i] = msg_tag_hash(tags[i]);
-        CqEntry *ents = calloc((size_t)max, sizeof(*ents));
-        if (!ents) {
-            json_decref(list);
-            return gw_reply_err(r, MQ_ERR_NOMEM, "pull");
-        }
-        size_t n = 0;
-        rc = store_read_queue(st, ts, (uint32_t)queue_id, from, (size_t)max, PULL_SCAN,
-                              all ? NULL : hashes, all ? 0 : n_tags, ents, NULL, &n, &next);
-        for (size_t i = 0; rc == MQ_OK && i < n; i++) {
-            ClRecord rec;
-            MappedFile *ref = NULL;
-            if (store_read_msg(st, ents[i].phys_off, &rec, &ref) != MQ_OK) {
-                /* Aged out by retention between the two reads: skip. */
-                mf_unref(&ref);
-                continue;
-            }
-            if (all || tag_matches(&rec, tags, n_tags)) {
-                json_t *one = js_message(&rec);
-                if (one) json_array_append_new(list, one);
-            }
-            mf_unref(&ref);
-        }
-        free(ents);
-        status = json_array_size(list) > 0 ? "FOUND" : "NO_NEW_MSG";
+    PullRead pr;
+    rc = pull_read(st, ts, (uint32_t)queue_id, from, max, tags, n_tags, all, list, &pr);
+    if (rc != MQ_OK) {
+        json_decref(list);
+        return gw_reply_err(r, rc, "pull");
     }
-    json_t *root = json_pack("{s:s, s:o, s:I, s:I, s:I}", "status", status, "messages", list,
-                             "nextOffset", (json_int_t)next, "minOffset", (json_int_t)qmin,
-                             "maxOffset", (json_int_t)qmax);
+    /* Wait when nothing (matching) is left up to the queue's end: on the
+     * first call, or after an arrival the filter skipped while time
+     * remains.  A filtered scan that stopped short of the end answers at
+     * once (the client pulls again from nextOffset). */
+    bool wait = wait_ms > 0 && strcmp(pr.status, "NO_NEW_MSG") == 0 && pr.next == pr.qmax &&
+                !gw_is_stopping(r);
+    if (wait && c) {
+        wait = atomic_load(&c->reason) == (int)LP_ARRIVAL && mq_mono_ns() < c->deadline_ns;
+    }
+    if (wait && pull_wait(r, st, ts, (uint32_t)queue_id, pr.next, wait_ms)) {
+        json_decref(list);
+        return MHD_YES;
+    }
+    json_t *root = json_pack("{s:s, s:o, s:I, s:I, s:I}", "status", pr.status, "messages", list,
+                             "nextOffset", (json_int_t)pr.next, "minOffset",
+                             (json_int_t)pr.qmin, "maxOffset", (json_int_t)pr.qmax);
     if (!root) return gw_reply_err(r, MQ_ERR_NOMEM, "pull");
     return gw_reply_json(r, 200, root);
 }

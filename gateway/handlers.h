@@ -33,6 +33,14 @@ enum MHD_Result h_topic_queues(GwRequest *r, const RtMatch *m); /* GET .../{topi
  * INVALID_NAME and put MHD's result in '*ret'.  MHD worker. */
 bool h_topic_name_ok(GwRequest *r, const char *topic, enum MHD_Result *ret);
 
+/* h_group.c: consumer offsets of a group (groups are not a resource yet). */
+enum MHD_Result h_group_offsets_get(GwRequest *r, const RtMatch *m);   /* GET .../offsets */
+enum MHD_Result h_group_offsets_put(GwRequest *r, const RtMatch *m);   /* PUT .../offsets */
+enum MHD_Result h_group_offsets_reset(GwRequest *r, const RtMatch *m); /* POST .../reset */
+
+/* h_query.c: GET /v1/topics/{topic}/messages?key=K or ?begin=..&end=.. */
+enum MHD_Result h_query_messages(GwRequest *r, const RtMatch *m);
+
 /* static.c: the console, files under the web root. */
 enum MHD_Result h_static_get(GwRequest *r, const RtMatch *m); /* GET /console/{path*} */
 

@@ -52,8 +52,12 @@ static const RtRoute routes[] = {
     {"DELETE", "/v1/topics/{topic}", h_topic_delete},
     {"GET", "/v1/topics/{topic}/queues", h_topic_queues},
     {"POST", "/v1/topics/{topic}/messages", h_message_produce},
+    {"GET", "/v1/topics/{topic}/messages", h_query_messages},
     {"GET", "/v1/topics/{topic}/queues/{queueId}/messages", h_message_pull},
     {"GET", "/v1/messages/{msgId}", h_message_get},
+    {"GET", "/v1/groups/{group}/offsets", h_group_offsets_get},
+    {"PUT", "/v1/groups/{group}/offsets", h_group_offsets_put},
+    {"POST", "/v1/groups/{group}/offsets/reset", h_group_offsets_reset},
 };
 
 const RtRoute *gw_routes(size_t *count) {

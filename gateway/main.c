@@ -147,6 +147,7 @@ static int run_server(const Command *cmd, int argc, char **argv) {
         return 1;
     }
     if (conf.port_file[0] && write_port_file(conf.port_file, port) != MQ_OK) {
+        lp_wake_all(broker_longpoll(broker));
         gw_stop(gw);
         broker_close(broker);
         return 1;
@@ -160,6 +161,10 @@ static int run_server(const Command *cmd, int argc, char **argv) {
     while (sigwait(&stop_set, &sig) != 0) {
     }
     MQ_INFO("received %s, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    /* Long polls first: they answer NO_NEW_MSG now and no new one waits,
+     * so gw_stop's wait for suspended requests covers only sync flushes
+     * (bounded by syncFlushTimeout). */
+    lp_wake_all(broker_longpoll(broker));
     gw_stop(gw);
     broker_close(broker);
     if (conf.port_file[0]) unlink(conf.port_file);

@@ -275,23 +275,38 @@ static int index_record(Store *st, const ClRecord *rec) {
     return rc;
 }
 
+/* q_acquire is q_get_or_open plus a reference, dropped with slot_unref:
+ * store_delete_topic may take the slot out of the map (and free it) while
+ * the dispatcher is still using it. */
+static int q_acquire(Store *st, MqSlice topic, uint32_t queue_id, QueueSlot **out) {
+    for (;;) {
+        pthread_rwlock_rdlock(&st->q_lock);
+        QueueSlot *s = q_find(st, topic, queue_id);
+        if (s) __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+        pthread_rwlock_unlock(&st->q_lock);
+        if (s) {
+            *out = s;
+            return MQ_OK;
+        }
+        int rc = q_get_or_open(st, topic, queue_id, &s);
+        if (rc != MQ_OK) return rc;
+    }
+}
+
 static int dispatch_one(Store *st, const ClRecord *rec) {
     QueueSlot *s = NULL;
-    int rc = q_get_or_open(st, rec->topic, rec->queue_id, &s);
+    int rc = q_acquire(st, rec->topic, rec->queue_id, &s);
     if (rc != MQ_OK) return rc;
     MqSlice tag = {0};
     cl_prop_find(rec->props, CL_PROP_TAGS, &tag);
     CqEntry e = {.phys_off = rec->phys_off, .size = rec->total_size, .tag_hash = store_tag_hash(tag)};
     rc = cq_put(s->cq, rec->queue_off, &e);
-    if (rc != MQ_OK) return rc;
-    if (rec->phys_off >= st->ix_skip_below) {
-        rc = index_record(st, rec);
-        if (rc != MQ_OK) return rc;
-    }
-    if (st->cfg.on_arrival)
+    if (rc == MQ_OK && rec->phys_off >= st->ix_skip_below) rc = index_record(st, rec);
+    if (rc == MQ_OK && st->cfg.on_arrival)
         st->cfg.on_arrival(st->cfg.on_arrival_arg, rec->topic, rec->queue_id,
                            cq_max_offset(s->cq));
-    return MQ_OK;
+    slot_unref(s, false);
+    return rc;
 }
 
 /* dispatch_available dispatches every record from the dispatch position to
