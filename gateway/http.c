@@ -387,7 +387,17 @@ err_close:
     return MQ_ERR_IO;
 }
 
+/* MHD_PANIC ends the process; say why in our log first (the default
+ * handler writes to stderr too, but without a timestamp or context). */
+static void on_mhd_panic(void *cls, const char *file, unsigned int line, const char *reason) {
+    (void)cls;
+    MQ_ERROR("libmicrohttpd panic at %s:%u: %s", file ? file : "?", line,
+             reason ? reason : "(no reason)");
+    abort();
+}
+
 int gw_start(const GwConfig *cfg, Broker *broker, Gw **out) {
+    MHD_set_panic_func(on_mhd_panic, NULL);
     Gw *gw = calloc(1, sizeof(*gw));
     if (!gw) {
         close(cfg->listen_fd);

@@ -165,6 +165,18 @@ int e2e_stop(E2eServer *s) {
         st = status_of(ws);
     }
     s->pid = 0;
+    if (st != 0) { /* show why: the tail of the server's log */
+        fprintf(stderr, "e2e: server exited with status %d; end of %s:\n", st, s->log);
+        FILE *f = fopen(s->log, "r");
+        if (f) {
+            char line[512];
+            char tail[40][512];
+            int n = 0;
+            while (fgets(line, sizeof(line), f)) memcpy(tail[n++ % 40], line, sizeof(line));
+            for (int i = n > 40 ? n - 40 : 0; i < n; i++) fprintf(stderr, "    %s", tail[i % 40]);
+            fclose(f);
+        }
+    }
     return st;
 }
 
