@@ -20,90 +20,23 @@
 
 #include "e2e.h"
 
-#define JSON "application/json"
-
-typedef struct Fixture {
-    char *dir;
-    E2eServer srv;
-} Fixture;
-
 static int setup(void **state) {
-    Fixture *f = calloc(1, sizeof(*f));
-    if (!f) return -1;
-    f->dir = tu_mkdtemp("e2e-longpoll");
-    *state = f;
-    return 0;
+    return e2e_case_setup(state, "e2e-longpoll");
 }
 
-static int teardown(void **state) {
-    Fixture *f = *state;
-    e2e_kill9(&f->srv);
-    tu_rmtree(f->dir);
-    free(f->dir);
-    free(f);
-    return 0;
-}
-
-static void start(Fixture *f) {
-    assert_int_equal(e2e_start(&f->srv, f->dir, NULL), 0);
-}
-
-static void print_log(Fixture *f) {
-    char *log = tu_path(f->dir, "server.log");
-    FILE *fp = fopen(log, "r");
-    char line[512];
-    while (fp && fgets(line, sizeof(line), fp)) fprintf(stderr, "server: %s", line);
-    if (fp) fclose(fp);
-    free(log);
-}
-
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static const char *str(const json_t *o, const char *k) {
-    return json_string_value(json_object_get(o, k));
-}
-
-static long long num(const json_t *o, const char *k) {
-    return json_integer_value(json_object_get(o, k));
-}
-
-/* Sends a request and returns its JSON body; checks the status. */
-static json_t *call(Fixture *f, const char *method, const char *path, const char *body,
-                    long status) {
-    E2eResponse r;
-    assert_int_equal(e2e_send(&f->srv, method, path, body ? JSON : NULL, body, &r), 0);
-    if (r.status != status) {
-        fprintf(stderr, "%s %s: %ld %.*s\n", method, path, r.status, (int)r.len, r.body);
-    }
-    assert_int_equal(r.status, status);
-    json_t *root = r.len ? e2e_json(&r) : NULL;
-    if (r.len) assert_non_null(root);
-    e2e_response_free(&r);
-    return root;
-}
-
-static void create_topic(Fixture *f, const char *topic, int queues) {
+static void create_topic(E2eCase *f, const char *topic, int queues) {
     char path[128];
     char body[64];
     snprintf(path, sizeof(path), "/v1/topics/%s", topic);
     snprintf(body, sizeof(body), "{\"queues\":%d}", queues);
-    json_decref(call(f, "PUT", path, body, 201));
+    json_decref(e2e_call(f, "PUT", path, E2E_JSON, body, 201));
 }
 
-static void produce(Fixture *f, const char *topic, const char *body) {
+static void produce(E2eCase *f, const char *topic, const char *body) {
     char path[128];
     snprintf(path, sizeof(path), "/v1/topics/%s/messages", topic);
-    json_t *res = call(f, "POST", path, body, 200);
-    assert_string_equal(str(res, "status"), "SEND_OK");
+    json_t *res = e2e_call(f, "POST", path, E2E_JSON, body, 200);
+    assert_string_equal(e2e_str(res, "status"), "SEND_OK");
     json_decref(res);
 }
 
@@ -123,9 +56,9 @@ typedef struct Poll {
 static void *poll_main(void *arg) {
     Poll *p = arg;
     E2eResponse r;
-    p->start_ms = now_ms();
+    p->start_ms = e2e_now_ms();
     int rc = e2e_get(p->srv, p->path, &r);
-    p->end_ms = now_ms();
+    p->end_ms = e2e_now_ms();
     p->status = rc == 0 ? r.status : 0;
     p->body = rc == 0 && r.len ? json_loadb(r.body, r.len, 0, NULL) : NULL;
     if (rc == 0) e2e_response_free(&r);
@@ -133,10 +66,10 @@ static void *poll_main(void *arg) {
     return NULL;
 }
 
-static void poll_start(Poll *p, const Fixture *f, const char *fmt, ...)
+static void poll_start(Poll *p, const E2eCase *f, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static void poll_start(Poll *p, const Fixture *f, const char *fmt, ...) {
+static void poll_start(Poll *p, const E2eCase *f, const char *fmt, ...) {
     memset(p, 0, sizeof(*p));
     p->srv = &f->srv;
     va_list ap;
@@ -144,7 +77,7 @@ static void poll_start(Poll *p, const Fixture *f, const char *fmt, ...) {
     vsnprintf(p->path, sizeof(p->path), fmt, ap);
     va_end(ap);
     atomic_init(&p->done, false);
-    p->start_ms = now_ms();
+    p->start_ms = e2e_now_ms();
     assert_int_equal(pthread_create(&p->th, NULL, poll_main, p), 0);
 }
 
@@ -155,24 +88,24 @@ static void poll_join(Poll *p) {
 /* ---- cases -------------------------------------------------------------------*/
 
 static void test_long_poll_returns_found_soon_after_a_produce(void **state) {
-    Fixture *f = *state;
-    start(f);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     create_topic(f, "Lp", 2);
     Poll p;
     poll_start(&p, f, "/v1/topics/Lp/queues/1/messages?offset=0&waitMs=5000");
-    sleep_ms(300);
+    e2e_sleep_ms(300);
     assert_false(atomic_load(&p.done)); /* held, not answered */
-    int64_t sent = now_ms();
+    int64_t sent = e2e_now_ms();
     produce(f, "Lp", "{\"body\":\"wake\",\"queueId\":1}");
     poll_join(&p);
     assert_int_equal(p.status, 200);
     assert_non_null(p.body);
-    assert_string_equal(str(p.body, "status"), "FOUND");
-    assert_int_equal(num(p.body, "nextOffset"), 1);
-    assert_int_equal(num(p.body, "maxOffset"), 1);
+    assert_string_equal(e2e_str(p.body, "status"), "FOUND");
+    assert_int_equal(e2e_num(p.body, "nextOffset"), 1);
+    assert_int_equal(e2e_num(p.body, "maxOffset"), 1);
     json_t *msgs = json_object_get(p.body, "messages");
     assert_int_equal(json_array_size(msgs), 1);
-    assert_string_equal(str(json_array_get(msgs, 0), "body"), "wake");
+    assert_string_equal(e2e_str(json_array_get(msgs, 0), "body"), "wake");
     assert_true(p.end_ms >= sent);
     /* answered by the arrival, well before the 5 s deadline */
     assert_true(p.end_ms - p.start_ms < 4000);
@@ -180,16 +113,16 @@ static void test_long_poll_returns_found_soon_after_a_produce(void **state) {
 }
 
 static void test_long_poll_on_an_empty_queue_times_out_with_no_new_msg(void **state) {
-    Fixture *f = *state;
-    start(f);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     create_topic(f, "Empty", 1);
-    int64_t t0 = now_ms();
-    json_t *p = call(f, "GET", "/v1/topics/Empty/queues/0/messages?offset=0&waitMs=300", NULL,
-                     200);
-    int64_t took = now_ms() - t0;
-    assert_string_equal(str(p, "status"), "NO_NEW_MSG");
+    int64_t t0 = e2e_now_ms();
+    json_t *p = e2e_call(f, "GET", "/v1/topics/Empty/queues/0/messages?offset=0&waitMs=300", NULL,
+                         NULL, 200);
+    int64_t took = e2e_now_ms() - t0;
+    assert_string_equal(e2e_str(p, "status"), "NO_NEW_MSG");
     assert_int_equal(json_array_size(json_object_get(p, "messages")), 0);
-    assert_int_equal(num(p, "nextOffset"), 0);
+    assert_int_equal(e2e_num(p, "nextOffset"), 0);
     assert_true(took >= 300);
     json_decref(p);
 
@@ -197,125 +130,126 @@ static void test_long_poll_on_an_empty_queue_times_out_with_no_new_msg(void **st
     produce(f, "Empty", "{\"body\":\"one\"}");
     json_t *q = NULL;
     for (int i = 0; i < 500; i++) { /* the dispatcher adds it a moment later */
-        q = call(f, "GET", "/v1/topics/Empty/queues/0/messages?offset=0", NULL, 200);
-        if (strcmp(str(q, "status"), "FOUND") == 0) break;
+        q = e2e_call(f, "GET", "/v1/topics/Empty/queues/0/messages?offset=0", NULL, NULL, 200);
+        if (strcmp(e2e_str(q, "status"), "FOUND") == 0) break;
         json_decref(q);
         q = NULL;
-        sleep_ms(10);
+        e2e_sleep_ms(10);
     }
     assert_non_null(q);
     json_decref(q);
-    t0 = now_ms();
-    p = call(f, "GET", "/v1/topics/Empty/queues/0/messages?offset=1&waitMs=300", NULL, 200);
-    took = now_ms() - t0;
-    assert_string_equal(str(p, "status"), "NO_NEW_MSG");
-    assert_int_equal(num(p, "nextOffset"), 1);
-    assert_int_equal(num(p, "maxOffset"), 1);
+    t0 = e2e_now_ms();
+    p = e2e_call(f, "GET", "/v1/topics/Empty/queues/0/messages?offset=1&waitMs=300", NULL, NULL,
+                 200);
+    took = e2e_now_ms() - t0;
+    assert_string_equal(e2e_str(p, "status"), "NO_NEW_MSG");
+    assert_int_equal(e2e_num(p, "nextOffset"), 1);
+    assert_int_equal(e2e_num(p, "maxOffset"), 1);
     assert_true(took >= 300);
     json_decref(p);
 }
 
-static void expect_400(Fixture *f, const char *path, const char *want_in_message) {
+static void expect_400(E2eCase *f, const char *path, const char *want_in_message) {
     E2eResponse r;
     assert_int_equal(e2e_get(&f->srv, path, &r), 0);
     json_t *root = e2e_json(&r);
     json_t *err = json_object_get(root, "error");
     if (r.status != 400) fprintf(stderr, "%s: %ld %.*s\n", path, r.status, (int)r.len, r.body);
     assert_int_equal(r.status, 400);
-    assert_string_equal(str(err, "code"), "INVALID_PARAMETER");
-    assert_non_null(strstr(str(err, "message"), want_in_message));
+    assert_string_equal(e2e_str(err, "code"), "INVALID_PARAMETER");
+    assert_non_null(strstr(e2e_str(err, "message"), want_in_message));
     json_decref(root);
     e2e_response_free(&r);
 }
 
 static void test_long_poll_wait_out_of_range_is_400(void **state) {
-    Fixture *f = *state;
-    start(f);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     create_topic(f, "W", 1);
     expect_400(f, "/v1/topics/W/queues/0/messages?waitMs=30001", "0 to 30000");
     expect_400(f, "/v1/topics/W/queues/0/messages?waitMs=-1", "0 to 30000");
     expect_400(f, "/v1/topics/W/queues/0/messages?waitMs=abc", "waitMs");
     expect_400(f, "/v1/topics/W/queues/0/messages?waitMs=99999999999999999999", "waitMs");
     /* waitMs=0 is a classic pull: answered at once */
-    json_t *p = call(f, "GET", "/v1/topics/W/queues/0/messages?waitMs=0", NULL, 200);
-    assert_string_equal(str(p, "status"), "NO_NEW_MSG");
+    json_t *p = e2e_call(f, "GET", "/v1/topics/W/queues/0/messages?waitMs=0", NULL, NULL, 200);
+    assert_string_equal(e2e_str(p, "status"), "NO_NEW_MSG");
     json_decref(p);
 }
 
 static void test_long_poll_with_tag_filter_ignores_other_tags(void **state) {
-    Fixture *f = *state;
-    start(f);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     create_topic(f, "Tg", 1);
     Poll p;
     poll_start(&p, f, "/v1/topics/Tg/queues/0/messages?offset=0&tags=TagB&waitMs=5000");
-    sleep_ms(200);
+    e2e_sleep_ms(200);
     produce(f, "Tg", "{\"body\":\"a\",\"tags\":\"TagA\"}");
-    sleep_ms(300);
+    e2e_sleep_ms(300);
     assert_false(atomic_load(&p.done)); /* the TagA arrival did not answer it */
-    int64_t sent = now_ms();
+    int64_t sent = e2e_now_ms();
     produce(f, "Tg", "{\"body\":\"b\",\"tags\":\"TagB\"}");
     poll_join(&p);
     assert_int_equal(p.status, 200);
-    assert_string_equal(str(p.body, "status"), "FOUND");
+    assert_string_equal(e2e_str(p.body, "status"), "FOUND");
     json_t *msgs = json_object_get(p.body, "messages");
     assert_int_equal(json_array_size(msgs), 1);
-    assert_string_equal(str(json_array_get(msgs, 0), "body"), "b");
-    assert_string_equal(str(json_array_get(msgs, 0), "tags"), "TagB");
-    assert_int_equal(num(json_array_get(msgs, 0), "queueOffset"), 1);
-    assert_int_equal(num(p.body, "nextOffset"), 2);
+    assert_string_equal(e2e_str(json_array_get(msgs, 0), "body"), "b");
+    assert_string_equal(e2e_str(json_array_get(msgs, 0), "tags"), "TagB");
+    assert_int_equal(e2e_num(json_array_get(msgs, 0), "queueOffset"), 1);
+    assert_int_equal(e2e_num(p.body, "nextOffset"), 2);
     assert_true(p.end_ms >= sent);
     assert_true(p.end_ms - p.start_ms < 4000);
     json_decref(p.body);
 
     /* only non-matching arrivals: NO_NEW_MSG at the deadline, past them */
     poll_start(&p, f, "/v1/topics/Tg/queues/0/messages?offset=2&tags=TagB&waitMs=600");
-    sleep_ms(100);
+    e2e_sleep_ms(100);
     produce(f, "Tg", "{\"body\":\"c\",\"tags\":\"TagA\"}");
     poll_join(&p);
     assert_int_equal(p.status, 200);
-    assert_string_equal(str(p.body, "status"), "NO_NEW_MSG");
+    assert_string_equal(e2e_str(p.body, "status"), "NO_NEW_MSG");
     assert_int_equal(json_array_size(json_object_get(p.body, "messages")), 0);
     assert_true(p.end_ms - p.start_ms >= 600);
-    assert_int_equal(num(p.body, "nextOffset"), 3); /* past the skipped TagA entry */
+    assert_int_equal(e2e_num(p.body, "nextOffset"), 3); /* past the skipped TagA entry */
     json_decref(p.body);
 }
 
 static void test_long_poll_offset_overflow_answers_at_once(void **state) {
-    Fixture *f = *state;
-    start(f);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     create_topic(f, "Ov", 1);
-    int64_t t0 = now_ms();
-    json_t *p = call(f, "GET", "/v1/topics/Ov/queues/0/messages?offset=5&waitMs=5000", NULL,
-                     200);
-    assert_string_equal(str(p, "status"), "OFFSET_OVERFLOW");
-    assert_int_equal(num(p, "nextOffset"), 0);
-    assert_true(now_ms() - t0 < 4000);
+    int64_t t0 = e2e_now_ms();
+    json_t *p =
+        e2e_call(f, "GET", "/v1/topics/Ov/queues/0/messages?offset=5&waitMs=5000", NULL, NULL, 200);
+    assert_string_equal(e2e_str(p, "status"), "OFFSET_OVERFLOW");
+    assert_int_equal(e2e_num(p, "nextOffset"), 0);
+    assert_true(e2e_now_ms() - t0 < 4000);
     json_decref(p);
 }
 
 #define MANY 50
 
 static void test_many_long_polls_all_wake_on_one_produce(void **state) {
-    Fixture *f = *state;
-    start(f);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     create_topic(f, "Many", 1);
     Poll *ps = calloc(MANY, sizeof(*ps));
     assert_non_null(ps);
     for (int i = 0; i < MANY; i++) {
         poll_start(&ps[i], f, "/v1/topics/Many/queues/0/messages?offset=0&waitMs=8000");
     }
-    sleep_ms(500);
-    int64_t sent = now_ms();
+    e2e_sleep_ms(500);
+    int64_t sent = e2e_now_ms();
     produce(f, "Many", "{\"body\":\"all\"}");
     for (int i = 0; i < MANY; i++) poll_join(&ps[i]);
     for (int i = 0; i < MANY; i++) {
         Poll *p = &ps[i];
         if (p->status != 200) fprintf(stderr, "poll %d: status %ld\n", i, p->status);
         assert_int_equal(p->status, 200);
-        assert_string_equal(str(p->body, "status"), "FOUND");
+        assert_string_equal(e2e_str(p->body, "status"), "FOUND");
         json_t *msgs = json_object_get(p->body, "messages");
         assert_int_equal(json_array_size(msgs), 1);
-        assert_string_equal(str(json_array_get(msgs, 0), "body"), "all");
+        assert_string_equal(e2e_str(json_array_get(msgs, 0), "body"), "all");
         assert_true(p->end_ms >= sent);
         assert_true(p->end_ms - p->start_ms < 7000); /* before the deadline */
         json_decref(p->body);
@@ -326,24 +260,24 @@ static void test_many_long_polls_all_wake_on_one_produce(void **state) {
 #define HELD 5
 
 static void test_sigterm_answers_held_polls_and_exits_promptly(void **state) {
-    Fixture *f = *state;
-    start(f);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     create_topic(f, "Stop", 2);
     Poll ps[HELD];
     for (int i = 0; i < HELD; i++) {
         poll_start(&ps[i], f, "/v1/topics/Stop/queues/%d/messages?offset=0&waitMs=30000", i % 2);
     }
-    sleep_ms(500);
+    e2e_sleep_ms(500);
     for (int i = 0; i < HELD; i++) assert_false(atomic_load(&ps[i].done));
-    int64_t t0 = now_ms();
+    int64_t t0 = e2e_now_ms();
     int st = e2e_stop(&f->srv);
-    int64_t stop_ms = now_ms() - t0;
-    if (st != 0) print_log(f);
+    int64_t stop_ms = e2e_now_ms() - t0;
+    if (st != 0) e2e_case_print_log(f);
     assert_int_equal(st, 0);
     for (int i = 0; i < HELD; i++) poll_join(&ps[i]);
     for (int i = 0; i < HELD; i++) {
         assert_int_equal(ps[i].status, 200);
-        assert_string_equal(str(ps[i].body, "status"), "NO_NEW_MSG");
+        assert_string_equal(e2e_str(ps[i].body, "status"), "NO_NEW_MSG");
         /* answered by the shutdown, not by the 30 s deadline (curl gives up at 10 s) */
         assert_true(ps[i].end_ms - ps[i].start_ms < 9000);
         json_decref(ps[i].body);
@@ -355,19 +289,19 @@ static void test_sigterm_answers_held_polls_and_exits_promptly(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_long_poll_returns_found_soon_after_a_produce,
-                                        setup, teardown),
+                                        setup, e2e_case_teardown),
         cmocka_unit_test_setup_teardown(
-            test_long_poll_on_an_empty_queue_times_out_with_no_new_msg, setup, teardown),
+            test_long_poll_on_an_empty_queue_times_out_with_no_new_msg, setup, e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_long_poll_wait_out_of_range_is_400, setup,
-                                        teardown),
+                                        e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_long_poll_with_tag_filter_ignores_other_tags, setup,
-                                        teardown),
+                                        e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_long_poll_offset_overflow_answers_at_once, setup,
-                                        teardown),
+                                        e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_many_long_polls_all_wake_on_one_produce, setup,
-                                        teardown),
+                                        e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_answers_held_polls_and_exits_promptly,
-                                        setup, teardown),
+                                        setup, e2e_case_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

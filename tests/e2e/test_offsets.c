@@ -16,107 +16,17 @@
 
 #include "e2e.h"
 
-#define JSON "application/json"
-
-typedef struct Fixture {
-    char *dir;
-    E2eServer srv;
-} Fixture;
-
 static int setup(void **state) {
-    Fixture *f = calloc(1, sizeof(*f));
-    if (!f) return -1;
-    f->dir = tu_mkdtemp("e2e-offsets");
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    Fixture *f = *state;
-    e2e_kill9(&f->srv);
-    tu_rmtree(f->dir);
-    free(f->dir);
-    free(f);
-    return 0;
-}
-
-static void start(Fixture *f, const char *const *extra) {
-    assert_int_equal(e2e_start(&f->srv, f->dir, extra), 0);
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static long long wall_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Sends a request and returns its JSON body (NULL for an empty body);
- * checks the status. */
-static json_t *call(Fixture *f, const char *method, const char *path, const char *body,
-                    long status) {
-    E2eResponse r;
-    assert_int_equal(e2e_send(&f->srv, method, path, body ? JSON : NULL, body, &r), 0);
-    if (r.status != status) {
-        fprintf(stderr, "%s %s: %ld %.*s\n", method, path, r.status, (int)r.len, r.body);
-    }
-    assert_int_equal(r.status, status);
-    json_t *root = r.len ? e2e_json(&r) : NULL;
-    if (r.len) assert_non_null(root);
-    e2e_response_free(&r);
-    return root;
-}
-
-/* Checks that the request answers the API.md error body with 'code'. */
-static void expect_error(Fixture *f, const char *method, const char *path, const char *ct,
-                         const char *body, long status, const char *code) {
-    E2eResponse r;
-    assert_int_equal(e2e_send(&f->srv, method, path, ct, body, &r), 0);
-    json_t *root = e2e_json(&r);
-    json_t *err = json_object_get(root, "error");
-    const char *got = json_string_value(json_object_get(err, "code"));
-    if (r.status != status || !got || strcmp(got, code) != 0) {
-        fprintf(stderr, "%s %s %.100s: %ld %.*s\n", method, path, body ? body : "", r.status,
-                (int)r.len, r.body);
-    }
-    assert_int_equal(r.status, status);
-    assert_non_null(got);
-    assert_string_equal(got, code);
-    assert_int_equal(json_integer_value(json_object_get(err, "status")), status);
-    assert_true(strlen(json_string_value(json_object_get(err, "message"))) > 0);
-    json_decref(root);
-    e2e_response_free(&r);
-}
-
-static long long num(const json_t *o, const char *k) {
-    return json_integer_value(json_object_get(o, k));
+    return e2e_case_setup(state, "e2e-offsets");
 }
 
 /* Produces one message with 'body' into queue 'q' of 'topic'. */
-static void produce(Fixture *f, const char *topic, int q, const char *body) {
+static void produce(E2eCase *f, const char *topic, int q, const char *body) {
     char path[256];
     char json[256];
     snprintf(path, sizeof(path), "/v1/topics/%s/messages", topic);
     snprintf(json, sizeof(json), "{\"body\":\"%s\",\"queueId\":%d}", body, q);
-    json_decref(call(f, "POST", path, json, 200));
-}
-
-/* Waits until queue 'q' of 'topic' has 'n' messages dispatched. */
-static void wait_queue(Fixture *f, const char *topic, int q, long long n) {
-    char path[256];
-    snprintf(path, sizeof(path), "/v1/topics/%s/queues", topic);
-    for (int tries = 0; tries < 500; tries++) {
-        json_t *qs = call(f, "GET", path, NULL, 200);
-        long long max = num(json_array_get(qs, (size_t)q), "maxOffset");
-        json_decref(qs);
-        if (max >= n) return;
-        sleep_ms(10);
-    }
-    fail_msg("queue %s/%d never reached %lld messages", topic, q, n);
+    json_decref(e2e_call(f, "POST", path, E2E_JSON, json, 200));
 }
 
 /* Asserts that entry 'i' of the offsets array 'arr' is (topic, q, off). */
@@ -125,42 +35,44 @@ static void assert_entry(const json_t *arr, size_t i, const char *topic, int q, 
     assert_non_null(e);
     assert_int_equal(json_object_size(e), 3);
     assert_string_equal(json_string_value(json_object_get(e, "topic")), topic);
-    assert_int_equal(num(e, "queueId"), q);
-    assert_int_equal(num(e, "offset"), off);
+    assert_int_equal(e2e_num(e, "queueId"), q);
+    assert_int_equal(e2e_num(e, "offset"), off);
 }
 
 /* Two topics: "T" with 2 queues (3 and 2 messages), "A" with 1 (1 message). */
-static void make_topics(Fixture *f) {
-    json_decref(call(f, "PUT", "/v1/topics/T", "{\"queues\":2}", 201));
-    json_decref(call(f, "PUT", "/v1/topics/A", "{\"queues\":1}", 201));
+static void make_topics(E2eCase *f) {
+    json_decref(e2e_call(f, "PUT", "/v1/topics/T", E2E_JSON, "{\"queues\":2}", 201));
+    json_decref(e2e_call(f, "PUT", "/v1/topics/A", E2E_JSON, "{\"queues\":1}", 201));
     for (int i = 0; i < 3; i++) produce(f, "T", 0, "t0");
     for (int i = 0; i < 2; i++) produce(f, "T", 1, "t1");
     produce(f, "A", 0, "a0");
-    wait_queue(f, "T", 0, 3);
-    wait_queue(f, "T", 1, 2);
-    wait_queue(f, "A", 0, 1);
+    e2e_wait_queue(f, "T", 0, 3);
+    e2e_wait_queue(f, "T", 1, 2);
+    e2e_wait_queue(f, "A", 0, 1);
 }
 
 /* ---- cases ---------------------------------------------------------------*/
 
 static void test_offsets_set_single_and_batch_then_get(void **state) {
-    Fixture *f = *state;
-    start(f, NULL);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     make_topics(f);
-    json_t *a = call(f, "GET", "/v1/groups/g1/offsets", NULL, 200);
+    json_t *a = e2e_call(f, "GET", "/v1/groups/g1/offsets", NULL, NULL, 200);
     assert_true(json_is_array(a));
     assert_int_equal(json_array_size(a), 0);
     json_decref(a);
 
-    a = call(f, "PUT", "/v1/groups/g1/offsets", "{\"topic\":\"T\",\"queueId\":1,\"offset\":1}",
-             200);
+    a = e2e_call(f, "PUT", "/v1/groups/g1/offsets", E2E_JSON,
+                 "{\"topic\":\"T\",\"queueId\":1,\"offset\":1}", 200);
     assert_int_equal(json_array_size(a), 1);
     assert_entry(a, 0, "T", 1, 1);
     json_decref(a);
 
-    a = call(f, "PUT", "/v1/groups/g1/offsets", "{\"offsets\":[{\"topic\":\"T\",\"queueId\":0,"
-             "\"offset\":3},{\"topic\":\"T\",\"queueId\":1,\"offset\":2},{\"topic\":\"A\","
-             "\"queueId\":0,\"offset\":0}]}", 200);
+    a = e2e_call(f, "PUT", "/v1/groups/g1/offsets", E2E_JSON,
+                 "{\"offsets\":[{\"topic\":\"T\",\"queueId\":0,"
+                 "\"offset\":3},{\"topic\":\"T\",\"queueId\":1,\"offset\":2},{\"topic\":\"A\","
+                 "\"queueId\":0,\"offset\":0}]}",
+                 200);
     assert_int_equal(json_array_size(a), 3); /* in request order */
     assert_entry(a, 0, "T", 0, 3);
     assert_entry(a, 1, "T", 1, 2);
@@ -168,28 +80,30 @@ static void test_offsets_set_single_and_batch_then_get(void **state) {
     json_decref(a);
 
     /* All topics, by topic then queue; then one topic. */
-    a = call(f, "GET", "/v1/groups/g1/offsets", NULL, 200);
+    a = e2e_call(f, "GET", "/v1/groups/g1/offsets", NULL, NULL, 200);
     assert_int_equal(json_array_size(a), 3);
     assert_entry(a, 0, "A", 0, 0);
     assert_entry(a, 1, "T", 0, 3);
     assert_entry(a, 2, "T", 1, 2);
     json_decref(a);
-    a = call(f, "GET", "/v1/groups/g1/offsets?topic=T", NULL, 200);
+    a = e2e_call(f, "GET", "/v1/groups/g1/offsets?topic=T", NULL, NULL, 200);
     assert_int_equal(json_array_size(a), 2);
     assert_entry(a, 0, "T", 0, 3);
     assert_entry(a, 1, "T", 1, 2);
     json_decref(a);
 
     /* Moving back is allowed; groups are independent. */
-    json_decref(call(f, "PUT", "/v1/groups/g1/offsets", "{\"topic\":\"T\",\"queueId\":0,"
-                     "\"offset\":0}", 200));
-    a = call(f, "GET", "/v1/groups/g1/offsets?topic=T", NULL, 200);
+    json_decref(e2e_call(f, "PUT", "/v1/groups/g1/offsets", E2E_JSON,
+                         "{\"topic\":\"T\",\"queueId\":0,"
+                         "\"offset\":0}",
+                         200));
+    a = e2e_call(f, "GET", "/v1/groups/g1/offsets?topic=T", NULL, NULL, 200);
     assert_entry(a, 0, "T", 0, 0);
     json_decref(a);
-    a = call(f, "GET", "/v1/groups/other-group/offsets", NULL, 200);
+    a = e2e_call(f, "GET", "/v1/groups/other-group/offsets", NULL, NULL, 200);
     assert_int_equal(json_array_size(a), 0);
     json_decref(a);
-    a = call(f, "GET", "/v1/groups/g1/offsets?topic=A", NULL, 200);
+    a = e2e_call(f, "GET", "/v1/groups/g1/offsets?topic=A", NULL, NULL, 200);
     assert_int_equal(json_array_size(a), 1);
     json_decref(a);
     /* A clean exit (under make check, a sanitizer report makes it fail). */
@@ -197,8 +111,8 @@ static void test_offsets_set_single_and_batch_then_get(void **state) {
 }
 
 static void test_offsets_bad_requests_are_rejected(void **state) {
-    Fixture *f = *state;
-    start(f, NULL);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     make_topics(f);
     static const struct {
         const char *path;
@@ -252,7 +166,7 @@ static void test_offsets_bad_requests_are_rejected(void **state) {
          "{\"topic\":\"T\",\"queueId\":1,\"offset\":0,\"y\":0}]}", 400, "UNKNOWN_FIELD"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        expect_error(f, "PUT", cases[i].path, JSON, cases[i].body, cases[i].status,
+        e2e_expect_error(f, "PUT", cases[i].path, E2E_JSON, cases[i].body, cases[i].status,
                      cases[i].code);
     }
 
@@ -266,27 +180,29 @@ static void test_offsets_bad_requests_are_rejected(void **state) {
                                 "\"offset\":0}", i ? "," : "");
     }
     snprintf(big + len, cap - len, "]}");
-    expect_error(f, "PUT", "/v1/groups/g/offsets", JSON, big, 400, "INVALID_FIELD");
+    e2e_expect_error(f, "PUT", "/v1/groups/g/offsets", E2E_JSON, big, 400, "INVALID_FIELD");
     /* Exactly 1000 is fine. */
     char *last = strrchr(big, '{');
     strcpy(last - 1, "]}");
-    json_t *a = call(f, "PUT", "/v1/groups/g/offsets", big, 200);
+    json_t *a = e2e_call(f, "PUT", "/v1/groups/g/offsets", E2E_JSON, big, 200);
     assert_int_equal(json_array_size(a), 1000);
     json_decref(a);
     free(big);
-    json_decref(call(f, "PUT", "/v1/groups/g/offsets", "{\"topic\":\"T\",\"queueId\":0,"
-                     "\"offset\":0}", 200));
+    json_decref(e2e_call(f, "PUT", "/v1/groups/g/offsets", E2E_JSON,
+                         "{\"topic\":\"T\",\"queueId\":0,"
+                         "\"offset\":0}",
+                         200));
 
-    expect_error(f, "PUT", "/v1/groups/g/offsets", "text/plain",
+    e2e_expect_error(f, "PUT", "/v1/groups/g/offsets", "text/plain",
                  "{\"topic\":\"T\",\"queueId\":0,\"offset\":0}", 415, "UNSUPPORTED_MEDIA_TYPE");
-    expect_error(f, "GET", "/v1/groups/bad.name/offsets", NULL, NULL, 400, "INVALID_NAME");
-    expect_error(f, "GET", "/v1/groups/g/offsets?topic=Nope", NULL, NULL, 404,
+    e2e_expect_error(f, "GET", "/v1/groups/bad.name/offsets", NULL, NULL, 400, "INVALID_NAME");
+    e2e_expect_error(f, "GET", "/v1/groups/g/offsets?topic=Nope", NULL, NULL, 404,
                  "TOPIC_NOT_FOUND");
-    expect_error(f, "GET", "/v1/groups/g/offsets?topic=bad.t", NULL, NULL, 400, "INVALID_NAME");
-    expect_error(f, "GET", "/v1/groups/g/offsets?colour=red", NULL, NULL, 400,
+    e2e_expect_error(f, "GET", "/v1/groups/g/offsets?topic=bad.t", NULL, NULL, 400, "INVALID_NAME");
+    e2e_expect_error(f, "GET", "/v1/groups/g/offsets?colour=red", NULL, NULL, 400,
                  "INVALID_PARAMETER");
-    expect_error(f, "DELETE", "/v1/groups/g/offsets", NULL, NULL, 405, "METHOD_NOT_ALLOWED");
-    expect_error(f, "GET", "/v1/groups/g/offsets/reset", NULL, NULL, 405,
+    e2e_expect_error(f, "DELETE", "/v1/groups/g/offsets", NULL, NULL, 405, "METHOD_NOT_ALLOWED");
+    e2e_expect_error(f, "GET", "/v1/groups/g/offsets/reset", NULL, NULL, 405,
                  "METHOD_NOT_ALLOWED");
 
     static const struct {
@@ -305,68 +221,70 @@ static void test_offsets_bad_requests_are_rejected(void **state) {
         {"{\"topic\":\"T\"", 400, "INVALID_JSON"},
     };
     for (size_t i = 0; i < sizeof(resets) / sizeof(resets[0]); i++) {
-        expect_error(f, "POST", "/v1/groups/g/offsets/reset", JSON, resets[i].body,
+        e2e_expect_error(f, "POST", "/v1/groups/g/offsets/reset", E2E_JSON, resets[i].body,
                      resets[i].status, resets[i].code);
     }
-    expect_error(f, "POST", "/v1/groups/bad.name/offsets/reset", JSON,
+    e2e_expect_error(f, "POST", "/v1/groups/bad.name/offsets/reset", E2E_JSON,
                  "{\"topic\":\"T\",\"timestamp\":0}", 400, "INVALID_NAME");
 
     /* Only the two valid PUTs above left a trace: (T, 0) = 0. */
-    a = call(f, "GET", "/v1/groups/g/offsets", NULL, 200);
+    a = e2e_call(f, "GET", "/v1/groups/g/offsets", NULL, NULL, 200);
     assert_int_equal(json_array_size(a), 1);
     assert_entry(a, 0, "T", 0, 0);
     json_decref(a);
 
     /* The broker is still healthy. */
-    json_decref(call(f, "GET", "/healthz", NULL, 200));
+    json_decref(e2e_call(f, "GET", "/healthz", NULL, NULL, 200));
     /* A clean exit (under make check, a sanitizer report makes it fail). */
     assert_int_equal(e2e_stop(&f->srv), 0);
 }
 
 static void test_offsets_reset_by_timestamp(void **state) {
-    Fixture *f = *state;
-    start(f, NULL);
-    json_decref(call(f, "PUT", "/v1/topics/R", "{\"queues\":3}", 201));
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
+    json_decref(e2e_call(f, "PUT", "/v1/topics/R", E2E_JSON, "{\"queues\":3}", 201));
     produce(f, "R", 0, "a");
     produce(f, "R", 1, "b");
     produce(f, "R", 0, "c");
-    sleep_ms(30);
-    long long mid = wall_ms();
-    sleep_ms(30);
+    e2e_sleep_ms(30);
+    long long mid = e2e_wall_ms();
+    e2e_sleep_ms(30);
     produce(f, "R", 0, "d");
     produce(f, "R", 1, "e");
     produce(f, "R", 0, "f");
-    wait_queue(f, "R", 0, 4);
-    wait_queue(f, "R", 1, 2);
+    e2e_wait_queue(f, "R", 0, 4);
+    e2e_wait_queue(f, "R", 1, 2);
 
     char body[128];
     snprintf(body, sizeof(body), "{\"topic\":\"R\",\"timestamp\":%lld}", mid);
-    json_t *a = call(f, "POST", "/v1/groups/g/offsets/reset", body, 200);
+    json_t *a = e2e_call(f, "POST", "/v1/groups/g/offsets/reset", E2E_JSON, body, 200);
     assert_int_equal(json_array_size(a), 3);
     assert_entry(a, 0, "R", 0, 2); /* "d": the first message at or after 'mid' */
     assert_entry(a, 1, "R", 1, 1); /* "e" */
     assert_entry(a, 2, "R", 2, 0); /* never had a message */
     json_decref(a);
-    a = call(f, "GET", "/v1/groups/g/offsets?topic=R", NULL, 200);
+    a = e2e_call(f, "GET", "/v1/groups/g/offsets?topic=R", NULL, NULL, 200);
     assert_int_equal(json_array_size(a), 3);
     assert_entry(a, 0, "R", 0, 2);
     assert_entry(a, 1, "R", 1, 1);
     json_decref(a);
 
     /* The message at the new offset is the first one stored after 'mid'. */
-    json_t *p = call(f, "GET", "/v1/topics/R/queues/0/messages?offset=2&max=1", NULL, 200);
+    json_t *p =
+        e2e_call(f, "GET", "/v1/topics/R/queues/0/messages?offset=2&max=1", NULL, NULL, 200);
     json_t *m = json_array_get(json_object_get(p, "messages"), 0);
     assert_string_equal(json_string_value(json_object_get(m, "body")), "d");
-    assert_true(num(m, "storeTimestamp") >= mid);
+    assert_true(e2e_num(m, "storeTimestamp") >= mid);
     json_decref(p);
 
     /* Before everything: the start; after everything: the end. */
-    a = call(f, "POST", "/v1/groups/g/offsets/reset", "{\"topic\":\"R\",\"timestamp\":0}", 200);
+    a = e2e_call(f, "POST", "/v1/groups/g/offsets/reset", E2E_JSON,
+                 "{\"topic\":\"R\",\"timestamp\":0}", 200);
     assert_entry(a, 0, "R", 0, 0);
     assert_entry(a, 1, "R", 1, 0);
     json_decref(a);
-    snprintf(body, sizeof(body), "{\"topic\":\"R\",\"timestamp\":%lld}", wall_ms() + 60000);
-    a = call(f, "POST", "/v1/groups/g/offsets/reset", body, 200);
+    snprintf(body, sizeof(body), "{\"topic\":\"R\",\"timestamp\":%lld}", e2e_wall_ms() + 60000);
+    a = e2e_call(f, "POST", "/v1/groups/g/offsets/reset", E2E_JSON, body, 200);
     assert_entry(a, 0, "R", 0, 4);
     assert_entry(a, 1, "R", 1, 2);
     assert_entry(a, 2, "R", 2, 0);
@@ -376,19 +294,23 @@ static void test_offsets_reset_by_timestamp(void **state) {
 }
 
 static void test_offsets_survive_a_restart(void **state) {
-    Fixture *f = *state;
+    E2eCase *f = *state;
     /* A long flush interval: only the clean shutdown can have saved them. */
     static const char *const extra[] = {"--offsetFlushInterval=600000", NULL};
-    start(f, extra);
+    e2e_case_start(f, extra);
     make_topics(f);
-    json_decref(call(f, "PUT", "/v1/groups/keep/offsets", "{\"offsets\":[{\"topic\":\"T\","
-                     "\"queueId\":0,\"offset\":2},{\"topic\":\"T\",\"queueId\":1,\"offset\":1},"
-                     "{\"topic\":\"A\",\"queueId\":0,\"offset\":1}]}", 200));
-    json_decref(call(f, "PUT", "/v1/groups/keep/offsets", "{\"topic\":\"T\",\"queueId\":0,"
-                     "\"offset\":3}", 200));
+    json_decref(e2e_call(f, "PUT", "/v1/groups/keep/offsets", E2E_JSON,
+                         "{\"offsets\":[{\"topic\":\"T\","
+                         "\"queueId\":0,\"offset\":2},{\"topic\":\"T\",\"queueId\":1,\"offset\":1},"
+                         "{\"topic\":\"A\",\"queueId\":0,\"offset\":1}]}",
+                         200));
+    json_decref(e2e_call(f, "PUT", "/v1/groups/keep/offsets", E2E_JSON,
+                         "{\"topic\":\"T\",\"queueId\":0,"
+                         "\"offset\":3}",
+                         200));
     assert_int_equal(e2e_stop(&f->srv), 0);
-    start(f, extra);
-    json_t *a = call(f, "GET", "/v1/groups/keep/offsets", NULL, 200);
+    e2e_case_start(f, extra);
+    json_t *a = e2e_call(f, "GET", "/v1/groups/keep/offsets", NULL, NULL, 200);
     assert_int_equal(json_array_size(a), 3);
     assert_entry(a, 0, "A", 0, 1);
     assert_entry(a, 1, "T", 0, 3);
@@ -398,14 +320,16 @@ static void test_offsets_survive_a_restart(void **state) {
 }
 
 static void test_offsets_go_with_their_topic(void **state) {
-    Fixture *f = *state;
-    start(f, NULL);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     make_topics(f);
-    json_decref(call(f, "PUT", "/v1/groups/g/offsets", "{\"offsets\":[{\"topic\":\"T\","
-                     "\"queueId\":0,\"offset\":1},{\"topic\":\"A\",\"queueId\":0,\"offset\":1}]}",
-                     200));
-    assert_null(call(f, "DELETE", "/v1/topics/T", NULL, 204));
-    json_t *a = call(f, "GET", "/v1/groups/g/offsets", NULL, 200);
+    json_decref(
+        e2e_call(f, "PUT", "/v1/groups/g/offsets", E2E_JSON,
+                 "{\"offsets\":[{\"topic\":\"T\","
+                 "\"queueId\":0,\"offset\":1},{\"topic\":\"A\",\"queueId\":0,\"offset\":1}]}",
+                 200));
+    assert_null(e2e_call(f, "DELETE", "/v1/topics/T", NULL, NULL, 204));
+    json_t *a = e2e_call(f, "GET", "/v1/groups/g/offsets", NULL, NULL, 200);
     assert_int_equal(json_array_size(a), 1);
     assert_entry(a, 0, "A", 0, 1);
     json_decref(a);
@@ -416,11 +340,12 @@ static void test_offsets_go_with_their_topic(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_offsets_set_single_and_batch_then_get, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_offsets_bad_requests_are_rejected, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_offsets_reset_by_timestamp, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_offsets_survive_a_restart, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_offsets_go_with_their_topic, setup, teardown),
+                                        e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_offsets_bad_requests_are_rejected, setup,
+                                        e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_offsets_reset_by_timestamp, setup, e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_offsets_survive_a_restart, setup, e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_offsets_go_with_their_topic, setup, e2e_case_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,41 +17,8 @@
 
 #include "e2e.h"
 
-typedef struct Fixture {
-    char *dir;
-    E2eServer srv;
-} Fixture;
-
 static int setup(void **state) {
-    Fixture *f = calloc(1, sizeof(*f));
-    if (!f) return -1;
-    f->dir = tu_mkdtemp("e2e");
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    Fixture *f = *state;
-    e2e_kill9(&f->srv);
-    tu_rmtree(f->dir);
-    free(f->dir);
-    free(f);
-    return 0;
-}
-
-static void start(Fixture *f, const char *const *extra) {
-    int rc = e2e_start(&f->srv, f->dir, extra);
-    if (rc != 0) {
-        char *log = tu_path(f->dir, "server.log");
-        FILE *fp = fopen(log, "r");
-        if (fp) {
-            char line[512];
-            while (fgets(line, sizeof(line), fp)) fprintf(stderr, "server: %s", line);
-            fclose(fp);
-        }
-        free(log);
-    }
-    assert_int_equal(rc, 0);
+    return e2e_case_setup(state, "e2e");
 }
 
 /* Parses 'r->body' as JSON; fails the test if it is not. */
@@ -93,8 +60,8 @@ static void assert_healthz_up(const E2eServer *srv) {
 /* ---- routes --------------------------------------------------------------*/
 
 static void test_gw_healthz_reports_up_with_store_figures(void **state) {
-    Fixture *f = *state;
-    start(f, NULL);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     E2eResponse r;
     assert_int_equal(e2e_get(&f->srv, "/healthz", &r), 0);
     assert_int_equal(r.status, 200);
@@ -128,12 +95,12 @@ static void test_gw_healthz_reports_up_with_store_figures(void **state) {
 }
 
 static void test_gw_healthz_is_503_down_when_the_store_refuses_writes(void **state) {
-    Fixture *f = *state;
+    E2eCase *f = *state;
     /* Any real disk is more than 1 % used: the store refuses appends. */
     static const char *const extra[] = {"--diskSpaceWarningLevelRatio=1",
                                         "--flushIntervalConsumeQueue=100",
                                         "--cleanResourceInterval=100", NULL};
-    start(f, extra);
+    e2e_case_start(f, extra);
     E2eResponse r = {0};
     for (int i = 0; i < 100; i++) {
         e2e_response_free(&r);
@@ -162,8 +129,8 @@ static void test_gw_healthz_is_503_down_when_the_store_refuses_writes(void **sta
 }
 
 static void test_gw_root_redirects_to_console(void **state) {
-    Fixture *f = *state;
-    start(f, NULL);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     E2eResponse r;
     assert_int_equal(e2e_get(&f->srv, "/", &r), 0);
     assert_int_equal(r.status, 302);
@@ -174,8 +141,8 @@ static void test_gw_root_redirects_to_console(void **state) {
 }
 
 static void test_gw_console_serves_static_files(void **state) {
-    Fixture *f = *state;
-    start(f, NULL);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     E2eResponse r;
     char ct[128];
     assert_int_equal(e2e_get(&f->srv, "/console/", &r), 0);
@@ -204,8 +171,8 @@ static void test_gw_console_serves_static_files(void **state) {
 }
 
 static void test_gw_console_rejects_path_traversal(void **state) {
-    Fixture *f = *state;
-    start(f, NULL);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     static const char *const paths[] = {
         "/console/../Makefile",      "/console/%2e%2e/Makefile", "/console/..%2fMakefile",
         "/console/%2e%2e%2fMakefile", "/console//etc/passwd",     "/console/%2fetc/passwd",
@@ -231,7 +198,7 @@ static void write_text(const char *path, const char *text) {
 }
 
 static void test_gw_console_redirects_directories_and_stays_in_web_root(void **state) {
-    Fixture *f = *state;
+    E2eCase *f = *state;
     /* web/index.html, web/guide/index.html, web/out -> ../secret.txt */
     char *web = tu_path(f->dir, "web");
     char *guide = tu_path(f->dir, "web/guide");
@@ -251,7 +218,7 @@ static void test_gw_console_redirects_directories_and_stays_in_web_root(void **s
     char flag[1200];
     snprintf(flag, sizeof(flag), "--webRoot=%s", web);
     const char *const extra[] = {flag, NULL};
-    start(f, extra);
+    e2e_case_start(f, extra);
 
     E2eResponse r;
     char loc[256];
@@ -274,8 +241,8 @@ static void test_gw_console_redirects_directories_and_stays_in_web_root(void **s
 }
 
 static void test_gw_unknown_path_is_404_json(void **state) {
-    Fixture *f = *state;
-    start(f, NULL);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     static const char *const paths[] = {"/nope", "/healthz/", "/console", "/healthzz"};
     for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
         E2eResponse r;
@@ -288,8 +255,8 @@ static void test_gw_unknown_path_is_404_json(void **state) {
 }
 
 static void test_gw_wrong_method_is_405_with_allow(void **state) {
-    Fixture *f = *state;
-    start(f, NULL);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     E2eRequest req = {.method = "POST", .path = "/healthz", .body = "{}", .body_len = 2,
                       .content_type = "application/json"};
     E2eResponse r;
@@ -310,10 +277,10 @@ static void test_gw_wrong_method_is_405_with_allow(void **state) {
 }
 
 static void test_gw_oversized_body_is_413(void **state) {
-    Fixture *f = *state;
+    E2eCase *f = *state;
     /* limit = maxMessageSize + 64 KiB = 66560 bytes */
     static const char *const extra[] = {"--maxMessageSize=1024", NULL};
-    start(f, extra);
+    e2e_case_start(f, extra);
     size_t big = 2u << 20;
     char *body = malloc(big);
     assert_non_null(body);
@@ -351,8 +318,8 @@ static void test_gw_oversized_body_is_413(void **state) {
 /* ---- process life --------------------------------------------------------*/
 
 static void test_gw_sigterm_exits_cleanly_and_restarts(void **state) {
-    Fixture *f = *state;
-    start(f, NULL);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     assert_healthz_up(&f->srv);
     char *abort_file = tu_path(f->srv.data, "abort");
     char *ckpt = tu_path(f->srv.data, "checkpoint");
@@ -365,7 +332,7 @@ static void test_gw_sigterm_exits_cleanly_and_restarts(void **state) {
     assert_true(tu_exists(meta));
     assert_false(tu_exists(f->srv.port_file));
 
-    start(f, NULL);
+    e2e_case_start(f, NULL);
     assert_true(tu_exists(abort_file));
     assert_healthz_up(&f->srv);
     assert_int_equal(e2e_stop(&f->srv), 0);
@@ -376,14 +343,14 @@ static void test_gw_sigterm_exits_cleanly_and_restarts(void **state) {
 }
 
 static void test_gw_kill9_leaves_abort_file_and_restart_recovers(void **state) {
-    Fixture *f = *state;
-    start(f, NULL);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     assert_healthz_up(&f->srv);
     char *abort_file = tu_path(f->srv.data, "abort");
     e2e_kill9(&f->srv);
     assert_true(tu_exists(abort_file));
 
-    start(f, NULL);
+    e2e_case_start(f, NULL);
     assert_healthz_up(&f->srv);
     assert_int_equal(e2e_stop(&f->srv), 0);
     assert_false(tu_exists(abort_file));
@@ -391,8 +358,8 @@ static void test_gw_kill9_leaves_abort_file_and_restart_recovers(void **state) {
 }
 
 static void test_gw_second_process_on_same_data_dir_is_refused(void **state) {
-    Fixture *f = *state;
-    start(f, NULL);
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
     char *out = NULL;
     const char *const again[] = {"standalone", "--listen", "127.0.0.1:0", "--data",
                                  f->srv.data, NULL};
@@ -406,14 +373,14 @@ static void test_gw_second_process_on_same_data_dir_is_refused(void **state) {
 /* ---- configuration -------------------------------------------------------*/
 
 static void test_gw_config_file_is_read_and_flags_win(void **state) {
-    Fixture *f = *state;
+    E2eCase *f = *state;
     char *conf = tu_path(f->dir, "broker.conf");
     FILE *fp = fopen(conf, "w");
     assert_non_null(fp);
     fprintf(fp, "# test config\n\n  brokerName = from-file  \nbrokerRole=SYNC_MASTER\n");
     fclose(fp);
     const char *const extra[] = {"-c", conf, "--brokerRole=SLAVE", NULL};
-    start(f, extra);
+    e2e_case_start(f, extra);
     E2eResponse r;
     assert_int_equal(e2e_get(&f->srv, "/healthz", &r), 0);
     json_t *h = parse(&r);
@@ -426,7 +393,7 @@ static void test_gw_config_file_is_read_and_flags_win(void **state) {
 }
 
 static void test_gw_bad_config_exits_2_naming_the_key(void **state) {
-    Fixture *f = *state;
+    E2eCase *f = *state;
     char *data = tu_path(f->dir, "data");
     char *out = NULL;
     const char *const unknown[] = {"standalone", "--data", data, "--noSuchKey=1", NULL};
@@ -496,28 +463,33 @@ static void test_gw_help_lists_keys_and_commands(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_gw_healthz_reports_up_with_store_figures, setup,
-                                        teardown),
+                                        e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_gw_healthz_is_503_down_when_the_store_refuses_writes,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gw_root_redirects_to_console, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gw_console_serves_static_files, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gw_console_rejects_path_traversal, setup, teardown),
-        cmocka_unit_test_setup_teardown(
-            test_gw_console_redirects_directories_and_stays_in_web_root, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gw_unknown_path_is_404_json, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gw_wrong_method_is_405_with_allow, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gw_oversized_body_is_413, setup, teardown),
+                                        setup, e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_gw_root_redirects_to_console, setup,
+                                        e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_gw_console_serves_static_files, setup,
+                                        e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_gw_console_rejects_path_traversal, setup,
+                                        e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_gw_console_redirects_directories_and_stays_in_web_root,
+                                        setup, e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_gw_unknown_path_is_404_json, setup, e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_gw_wrong_method_is_405_with_allow, setup,
+                                        e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_gw_oversized_body_is_413, setup, e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_gw_sigterm_exits_cleanly_and_restarts, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_gw_kill9_leaves_abort_file_and_restart_recovers,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gw_second_process_on_same_data_dir_is_refused,
-                                        setup, teardown),
+                                        e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_gw_kill9_leaves_abort_file_and_restart_recovers, setup,
+                                        e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_gw_second_process_on_same_data_dir_is_refused, setup,
+                                        e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_gw_config_file_is_read_and_flags_win, setup,
-                                        teardown),
+                                        e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_gw_bad_config_exits_2_naming_the_key, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_gw_help_lists_keys_and_commands, setup, teardown),
+                                        e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_gw_help_lists_keys_and_commands, setup,
+                                        e2e_case_teardown),
     };
     return cmocka_run_group_tests_name("e2e_server", tests, NULL, NULL);
 }

@@ -34,6 +34,20 @@ static void sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
+void e2e_sleep_ms(int ms) {
+    sleep_ms(ms);
+}
+
+long long e2e_now_ms(void) {
+    return now_ms();
+}
+
+long long e2e_wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 const char *e2e_bin(void) {
     const char *b = getenv("PETREL_BIN");
     return b && *b ? b : "bin/petrel";
@@ -388,4 +402,40 @@ int e2e_run(const char *const *args, char **output) {
         st = status_of(ws);
     }
     return st;
+}
+
+/* ---- cmocka test cases ---------------------------------------------------*/
+
+int e2e_case_setup(void **state, const char *tag) {
+    E2eCase *c = calloc(1, sizeof(*c));
+    if (!c) return -1;
+    c->dir = tu_mkdtemp(tag);
+    *state = c;
+    return 0;
+}
+
+int e2e_case_teardown(void **state) {
+    E2eCase *c = *state;
+    e2e_kill9(&c->srv);
+    tu_rmtree(c->dir);
+    free(c->dir);
+    free(c);
+    return 0;
+}
+
+void e2e_case_print_log(const E2eCase *c) {
+    char *log = tu_path(c->dir, "server.log");
+    FILE *fp = fopen(log, "r");
+    char line[512];
+    while (fp && fgets(line, sizeof(line), fp)) fprintf(stderr, "server: %s", line);
+    if (fp) fclose(fp);
+    free(log);
+}
+
+long long e2e_num(const json_t *o, const char *k) {
+    return json_integer_value(json_object_get(o, k));
+}
+
+const char *e2e_str(const json_t *o, const char *k) {
+    return json_string_value(json_object_get(o, k));
 }

@@ -5,13 +5,19 @@
  *
  * The binary is $PETREL_BIN (default bin/petrel); the console files are
  * $PETREL_WEB_ROOT (default ./web when it exists), passed as --webRoot.
+ * For the cmocka test programs only: it includes testutil.h (cmocka).
  */
 #ifndef PETREL_E2E_H
 #define PETREL_E2E_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/types.h>
+
+#include "testutil.h" /* cmocka, for the static inline case helpers */
 
 #define E2E_WAIT_MS 10000 /* start (port file) and stop (exit) deadlines */
 
@@ -79,15 +85,128 @@ const char *e2e_header(const E2eResponse *r, const char *name, char *buf, size_t
 
 void e2e_response_free(E2eResponse *r);
 
-struct json_t;
-
 /* e2e_json parses the body of 'r' as JSON (caller owns; json_decref), or
  * prints it and returns NULL when it is not JSON. */
-struct json_t *e2e_json(const E2eResponse *r);
+json_t *e2e_json(const E2eResponse *r);
 
 /* e2e_run runs the binary with 'args' (NULL-terminated, after argv[0]) to
  * completion, at most E2E_WAIT_MS; '*output' gets its stdout and stderr
  * (malloc'd, NUL-terminated).  Returns the exit status as e2e_stop. */
 int e2e_run(const char *const *args, char **output);
+
+/* ---- cmocka test cases ----------------------------------------------------
+ * One case = one server in its own temporary directory.  e2e_case_start,
+ * e2e_call, e2e_expect_error and e2e_wait_queue use cmocka assertions (a
+ * failed check fails the running test), so they are static inline at the
+ * end of this header: e2e.o is also linked into programs without cmocka
+ * (the benchmarks) and must not depend on it. */
+
+#define E2E_JSON "application/json"
+
+typedef struct E2eCase {
+    char *dir;     /* the case's temporary directory (malloc'd) */
+    E2eServer srv; /* its server; pid 0 until e2e_case_start */
+} E2eCase;
+
+/* e2e_case_setup is a cmocka setup: a new E2eCase in '*state' with a fresh
+ * directory petrel-<tag>-XXXXXX.  Returns 0, or -1 when out of memory.
+ * Use it from a one-line setup function that names the tag. */
+int e2e_case_setup(void **state, const char *tag);
+
+/* e2e_case_teardown is a cmocka teardown: kill -9 of the server (if any),
+ * removes the directory and frees the case.  Returns 0. */
+int e2e_case_teardown(void **state);
+
+/* e2e_case_print_log copies <dir>/server.log to stderr, each line prefixed
+ * "server: " (nothing when there is no log). */
+void e2e_case_print_log(const E2eCase *c);
+
+/* e2e_sleep_ms sleeps 'ms' milliseconds. */
+void e2e_sleep_ms(int ms);
+
+/* e2e_now_ms is the monotonic clock in milliseconds (for durations). */
+long long e2e_now_ms(void);
+
+/* e2e_wall_ms is the real-time clock in milliseconds since the epoch
+ * (comparable with the server's timestamps). */
+long long e2e_wall_ms(void);
+
+/* e2e_num is the integer member 'k' of object 'o' (0 when absent or not
+ * an integer; 'o' may be NULL). */
+long long e2e_num(const json_t *o, const char *k);
+
+/* e2e_str is the string member 'k' of object 'o' (borrowed from 'o'; NULL
+ * when absent or not a string; 'o' may be NULL). */
+const char *e2e_str(const json_t *o, const char *k);
+
+/* e2e_case_start starts the case's server (e2e_start with 'extra') and
+ * asserts that it started; prints the server's log when it did not. */
+static inline void e2e_case_start(E2eCase *c, const char *const *extra) {
+    int rc = e2e_start(&c->srv, c->dir, extra);
+    if (rc != 0) e2e_case_print_log(c);
+    assert_int_equal(rc, 0);
+}
+
+/* e2e_call sends 'method' 'path' with the Content-Type 'content_type'
+ * (NULL: none) and the NUL-terminated 'body' (NULL: none), asserts the
+ * answer's status is 'expected_status' (printing the answer otherwise) and
+ * returns the parsed JSON body: owned by the caller (json_decref), NULL
+ * when the body is empty; a non-empty body that is not JSON fails. */
+static inline json_t *e2e_call(E2eCase *c, const char *method, const char *path,
+                               const char *content_type, const char *body,
+                               long expected_status) {
+    E2eResponse r;
+    assert_int_equal(e2e_send(&c->srv, method, path, content_type, body, &r), 0);
+    if (r.status != expected_status) {
+        fprintf(stderr, "%s %s: %ld %.*s\n", method, path, r.status, (int)r.len, r.body);
+    }
+    assert_int_equal(r.status, expected_status);
+    json_t *root = r.len ? e2e_json(&r) : NULL;
+    if (r.len) assert_non_null(root);
+    e2e_response_free(&r);
+    return root;
+}
+
+/* e2e_expect_error sends the request as e2e_call does and asserts the
+ * API.md error answer: HTTP status 'status', a JSON body whose "error" has
+ * "code" 'code', "status" 'status' and a non-empty "message".  Prints the
+ * answer when the status or the code differ. */
+static inline void e2e_expect_error(E2eCase *c, const char *method, const char *path,
+                                    const char *content_type, const char *body, long status,
+                                    const char *code) {
+    E2eResponse r;
+    assert_int_equal(e2e_send(&c->srv, method, path, content_type, body, &r), 0);
+    json_t *root = e2e_json(&r);
+    json_t *err = json_object_get(root, "error");
+    const char *got = json_string_value(json_object_get(err, "code"));
+    if (r.status != status || !got || strcmp(got, code) != 0) {
+        fprintf(stderr, "%s %s %.100s: %ld %.*s\n", method, path, body ? body : "", r.status,
+                (int)r.len, r.body);
+    }
+    assert_int_equal(r.status, status);
+    assert_non_null(root);
+    assert_non_null(got);
+    assert_string_equal(got, code);
+    assert_int_equal(json_integer_value(json_object_get(err, "status")), status);
+    assert_true(strlen(json_string_value(json_object_get(err, "message"))) > 0);
+    json_decref(root);
+    e2e_response_free(&r);
+}
+
+/* e2e_wait_queue waits (up to 5 s) until queue 'q' of 'topic' has a
+ * maxOffset of at least 'n' (the messages are dispatched); fails the test
+ * otherwise. */
+static inline void e2e_wait_queue(E2eCase *c, const char *topic, int q, long long n) {
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/topics/%s/queues", topic);
+    for (int tries = 0; tries < 500; tries++) {
+        json_t *qs = e2e_call(c, "GET", path, NULL, NULL, 200);
+        long long max = e2e_num(json_array_get(qs, (size_t)q), "maxOffset");
+        json_decref(qs);
+        if (max >= n) return;
+        e2e_sleep_ms(10);
+    }
+    fail_msg("queue %s/%d never reached %lld messages", topic, q, n);
+}
 
 #endif
