@@ -8,6 +8,7 @@
  * Groups are not a resource yet: any valid, unreserved name is accepted.
  */
 #include "handlers.h"
+#include "req.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,7 +22,6 @@
 #include "topic.h"
 
 #define OFFSETS_MAX 1000 /* entries of one batch PUT */
-#define ERR_MAX 256      /* bytes of a validation message */
 
 /* One offset to store, checked. */
 typedef struct OffEntry {
@@ -29,30 +29,6 @@ typedef struct OffEntry {
     uint32_t queue_id;
     uint64_t offset;
 } OffEntry;
-
-/* A validation failure: HTTP status, error code and message. */
-typedef struct Problem {
-    unsigned status;
-    const char *code;
-    char msg[ERR_MAX];
-} Problem;
-
-static bool fail(Problem *p, unsigned status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static bool fail(Problem *p, unsigned status, const char *code, const char *fmt, ...) {
-    p->status = status;
-    p->code = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->msg, sizeof(p->msg), fmt, ap);
-    va_end(ap);
-    return false;
-}
-
-static enum MHD_Result reply_problem(GwRequest *r, const Problem *p) {
-    return gw_reply_error(r, p->status, p->code, "%s", p->msg);
-}
 
 /* The {group} of 'm' if it is a valid, unreserved name; else answers 400
  * INVALID_NAME into '*ret' and returns NULL. */
@@ -66,38 +42,17 @@ static const char *group_param(GwRequest *r, const RtMatch *m, enum MHD_Result *
 
 /* Looks the topic 'name' up for an offset: name rules, then existence. */
 static bool find_topic(GwRequest *r, const char *name, const char *where, MetaTopic *t,
-                       Problem *p) {
+                       GwProblem *p) {
     const char *why = msg_name_problem(name, strlen(name));
-    if (why) return fail(p, 400, "INVALID_NAME", "%stopic '%.200s': %s", where, name, why);
+    if (why) return gw_fail(p, 400, "INVALID_NAME", "%stopic '%.200s': %s", where, name, why);
     int rc = topic_get(broker_topics(gw_broker(r)), name, t);
     if (rc == MQ_ERR_NOTFOUND) {
-        return fail(p, 404, "TOPIC_NOT_FOUND", "%stopic '%s' does not exist", where, name);
+        return gw_fail(p, 404, "TOPIC_NOT_FOUND", "%stopic '%s' does not exist", where, name);
     }
     if (rc != MQ_OK) {
-        return fail(p, gw_status_for(rc), NULL, "%stopic '%s': %s", where, name,
+        return gw_fail(p, gw_status_for(rc), NULL, "%stopic '%s': %s", where, name,
                     mq_strerror(rc));
     }
-    return true;
-}
-
-/* Parses the request body as a JSON object (415 for another Content-Type). */
-static bool parse_body(GwRequest *r, json_t **out, Problem *p) {
-    const char *ct = gw_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (ct && strncasecmp(ct, "application/json", 16) != 0) {
-        return fail(p, 415, NULL, "Content-Type must be application/json");
-    }
-    json_error_t jerr;
-    json_t *root =
-        json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) {
-        return fail(p, 400, "INVALID_JSON", "malformed JSON at line %d column %d: %s",
-                    jerr.line, jerr.column, jerr.text);
-    }
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return fail(p, 400, "INVALID_JSON", "the body must be a JSON object");
-    }
-    *out = root;
     return true;
 }
 
@@ -128,9 +83,9 @@ enum MHD_Result h_group_offsets_get(GwRequest *r, const RtMatch *m) {
                               bad);
     }
     const char *topic = gw_query(r, "topic");
-    Problem prob = {0};
+    GwProblem prob = {0};
     MetaTopic t;
-    if (topic && !find_topic(r, topic, "", &t, &prob)) return reply_problem(r, &prob);
+    if (topic && !find_topic(r, topic, "", &t, &prob)) return gw_reply_problem(r, &prob);
     json_t *arr = json_array();
     if (!arr) return gw_reply_err(r, MQ_ERR_NOMEM, group);
     int rc = meta_offset_list(broker_meta(gw_broker(r)), group, topic, list_one, arr);
@@ -148,8 +103,8 @@ enum MHD_Result h_group_offsets_get(GwRequest *r, const RtMatch *m) {
 /* Decodes and checks one {"topic","queueId","offset"} object: the topic
  * exists, queueId is below its read queue count and offset lies in
  * [0, the queue's maxOffset].  'where' prefixes messages. */
-static bool decode_entry(GwRequest *r, json_t *o, const char *where, OffEntry *e, Problem *p) {
-    if (!json_is_object(o)) return fail(p, 400, "INVALID_FIELD", "%sentry must be an object",
+static bool decode_entry(GwRequest *r, json_t *o, const char *where, OffEntry *e, GwProblem *p) {
+    if (!json_is_object(o)) return gw_fail(p, 400, "INVALID_FIELD", "%sentry must be an object",
                                         where);
     json_t *topic = NULL;
     json_t *qid = NULL;
@@ -164,18 +119,18 @@ static bool decode_entry(GwRequest *r, json_t *o, const char *where, OffEntry *e
         } else if (strcmp(key, "offset") == 0) {
             off = v;
         } else {
-            return fail(p, 400, "UNKNOWN_FIELD", "%sunknown field '%.64s'", where, key);
+            return gw_fail(p, 400, "UNKNOWN_FIELD", "%sunknown field '%.64s'", where, key);
         }
     }
     if (!json_is_string(topic)) {
-        return fail(p, 400, "INVALID_FIELD", "%stopic is required and must be a string", where);
+        return gw_fail(p, 400, "INVALID_FIELD", "%stopic is required and must be a string", where);
     }
     if (!json_is_integer(qid) || json_integer_value(qid) < 0) {
-        return fail(p, 400, "INVALID_FIELD", "%squeueId is required and must be a "
+        return gw_fail(p, 400, "INVALID_FIELD", "%squeueId is required and must be a "
                     "non-negative integer", where);
     }
     if (!json_is_integer(off) || json_integer_value(off) < 0) {
-        return fail(p, 400, "INVALID_FIELD", "%soffset is required and must be a "
+        return gw_fail(p, 400, "INVALID_FIELD", "%soffset is required and must be a "
                     "non-negative integer", where);
     }
     e->topic = json_string_value(topic);
@@ -183,7 +138,7 @@ static bool decode_entry(GwRequest *r, json_t *o, const char *where, OffEntry *e
     if (!find_topic(r, e->topic, where, &t, p)) return false;
     json_int_t q = json_integer_value(qid);
     if (q >= (json_int_t)t.read_queues) {
-        return fail(p, 400, "INVALID_FIELD", "%squeueId %lld is out of range: topic '%s' has "
+        return gw_fail(p, 400, "INVALID_FIELD", "%squeueId %lld is out of range: topic '%s' has "
                     "%u read queues", where, (long long)q, e->topic, t.read_queues);
     }
     e->queue_id = (uint32_t)q;
@@ -193,7 +148,7 @@ static bool decode_entry(GwRequest *r, json_t *o, const char *where, OffEntry *e
     store_queue_range(broker_store(gw_broker(r)), mq_slice(e->topic, strlen(e->topic)),
                       e->queue_id, &qmin, &qmax);
     if (e->offset > qmax) {
-        return fail(p, 400, "INVALID_FIELD", "%soffset %llu is past the end of queue %u of "
+        return gw_fail(p, 400, "INVALID_FIELD", "%soffset %llu is past the end of queue %u of "
                     "topic '%s' (maxOffset %llu)", where, (unsigned long long)e->offset,
                     e->queue_id, e->topic, (unsigned long long)qmax);
     }
@@ -224,27 +179,14 @@ enum MHD_Result h_group_offsets_put(GwRequest *r, const RtMatch *m) {
     enum MHD_Result ret;
     const char *group = group_param(r, m, &ret);
     if (!group) return ret;
-    Problem prob = {0};
+    GwProblem prob = {0};
     json_t *root = NULL;
-    if (!parse_body(r, &root, &prob)) return reply_problem(r, &prob);
-    json_t *batch = json_object_get(root, "offsets");
+    if (!gw_json_object(r, true, &root, &prob)) return gw_reply_problem(r, &prob);
+    json_t *batch = NULL;
     size_t count = 1;
-    if (batch) {
-        if (json_object_size(root) != 1) {
-            json_decref(root);
-            return gw_reply_error(r, 400, "UNKNOWN_FIELD", "a batch has only the field "
-                                  "\"offsets\"");
-        }
-        if (!json_is_array(batch)) {
-            json_decref(root);
-            return gw_reply_error(r, 400, "INVALID_FIELD", "offsets must be an array");
-        }
-        count = json_array_size(batch);
-        if (count == 0 || count > OFFSETS_MAX) {
-            json_decref(root);
-            return gw_reply_error(r, 400, "INVALID_FIELD", "offsets must hold 1 to %d "
-                                  "entries, not %zu", OFFSETS_MAX, count);
-        }
+    if (!gw_json_batch(root, "offsets", OFFSETS_MAX, &batch, &count, &prob)) {
+        json_decref(root);
+        return gw_reply_problem(r, &prob);
     }
     OffEntry *es = calloc(count, sizeof(*es));
     if (!es) {
@@ -258,7 +200,7 @@ enum MHD_Result h_group_offsets_put(GwRequest *r, const RtMatch *m) {
         if (!decode_entry(r, batch ? json_array_get(batch, i) : root, where, &es[i], &prob)) {
             free(es);
             json_decref(root);
-            return reply_problem(r, &prob);
+            return gw_reply_problem(r, &prob);
         }
     }
     ret = store_entries(r, group, es, count);
@@ -275,9 +217,9 @@ enum MHD_Result h_group_offsets_reset(GwRequest *r, const RtMatch *m) {
     enum MHD_Result ret;
     const char *group = group_param(r, m, &ret);
     if (!group) return ret;
-    Problem prob = {0};
+    GwProblem prob = {0};
     json_t *root = NULL;
-    if (!parse_body(r, &root, &prob)) return reply_problem(r, &prob);
+    if (!gw_json_object(r, true, &root, &prob)) return gw_reply_problem(r, &prob);
     json_t *topic = NULL;
     json_t *ts = NULL;
     const char *key;
@@ -306,7 +248,7 @@ enum MHD_Result h_group_offsets_reset(GwRequest *r, const RtMatch *m) {
     MetaTopic t;
     if (!find_topic(r, json_string_value(topic), "", &t, &prob)) {
         json_decref(root);
-        return reply_problem(r, &prob);
+        return gw_reply_problem(r, &prob);
     }
     int64_t ts_ms = (int64_t)json_integer_value(ts);
     json_decref(root);

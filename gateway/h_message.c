@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include "handlers.h"
+#include "req.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -40,7 +41,6 @@
 #define PULL_TAGS_MAX 32   /* tags in a pull's 'tags' expression */
 #define PULL_WAIT_MAX_MS 30000 /* longest long poll ('waitMs') */
 #define AUTO_QUEUES 4      /* queues of an auto-created topic */
-#define ERR_MAX 256        /* bytes of a validation message */
 
 /* ======================================================================
  * Decoding produce requests
@@ -63,26 +63,6 @@ typedef struct InMsg {
     char uniq[MSG_ID_LEN + 1];
 } InMsg;
 
-/* A validation failure: HTTP status, error code and message. */
-typedef struct Problem {
-    unsigned status;
-    const char *code;
-    char msg[ERR_MAX];
-} Problem;
-
-static bool fail(Problem *p, unsigned status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static bool fail(Problem *p, unsigned status, const char *code, const char *fmt, ...) {
-    p->status = status;
-    p->code = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->msg, sizeof(p->msg), fmt, ap);
-    va_end(ap);
-    return false;
-}
-
 static void in_msg_clear(InMsg *m) {
     free(m->body_owned);
     free(m->keys);
@@ -103,30 +83,30 @@ static const char *text_problem(const char *s, size_t len, bool space_ok) {
     return NULL;
 }
 
-static bool check_tags(MqSlice tags, const char *where, Problem *p) {
+static bool check_tags(MqSlice tags, const char *where, GwProblem *p) {
     const char *why = text_problem(tags.ptr, tags.len, true);
     if (!why && memchr(tags.ptr, '|', tags.len)) why = "contains '|'";
-    if (why) return fail(p, 400, "INVALID_FIELD", "%stags %s", where, why);
+    if (why) return gw_fail(p, 400, "INVALID_FIELD", "%stags %s", where, why);
     return true;
 }
 
-static bool check_sharding_key(MqSlice key, const char *where, Problem *p) {
+static bool check_sharding_key(MqSlice key, const char *where, GwProblem *p) {
     const char *why = text_problem(key.ptr, key.len, true);
-    if (why) return fail(p, 400, "INVALID_FIELD", "%sshardingKey %s", where, why);
+    if (why) return gw_fail(p, 400, "INVALID_FIELD", "%sshardingKey %s", where, why);
     return true;
 }
 
 /* Appends one key to m->keys (space-joined). */
 static bool add_key(InMsg *m, const char *k, size_t len, size_t idx, const char *where,
-                    Problem *p) {
+                    GwProblem *p) {
     const char *why = text_problem(k, len, false);
-    if (why) return fail(p, 400, "INVALID_FIELD", "%skeys[%zu] %s", where, idx, why);
+    if (why) return gw_fail(p, 400, "INVALID_FIELD", "%skeys[%zu] %s", where, idx, why);
     if (idx >= KEYS_MAX) {
-        return fail(p, 400, "INVALID_FIELD", "%skeys has more than %d keys", where, KEYS_MAX);
+        return gw_fail(p, 400, "INVALID_FIELD", "%skeys has more than %d keys", where, KEYS_MAX);
     }
     size_t old = m->keys ? strlen(m->keys) : 0;
     char *nk = realloc(m->keys, old + len + 2);
-    if (!nk) return fail(p, 503, "OUT_OF_MEMORY", "out of memory");
+    if (!nk) return gw_fail(p, 503, "OUT_OF_MEMORY", "out of memory");
     if (old) nk[old++] = ' ';
     memcpy(nk + old, k, len);
     nk[old + len] = '\0';
@@ -139,8 +119,8 @@ static bool is_delay_field(const char *name) {
            strcmp(name, "delayMs") == 0;
 }
 
-static bool unsupported_delay(const char *where, const char *name, Problem *p) {
-    return fail(p, 400, "UNSUPPORTED_FIELD",
+static bool unsupported_delay(const char *where, const char *name, GwProblem *p) {
+    return gw_fail(p, 400, "UNSUPPORTED_FIELD",
                 "%s%s: delayed messages are not supported yet (they come in a later release)",
                 where, name);
 }
@@ -148,9 +128,9 @@ static bool unsupported_delay(const char *where, const char *name, Problem *p) {
 /* Decodes one JSON message object into 'm'. 'where' prefixes messages
  * ("" or "messages[3]."). */
 static bool decode_json_msg(json_t *o, InMsg *m, const char *where, size_t max_body,
-                            Problem *p) {
+                            GwProblem *p) {
     m->queue_id = -1;
-    if (!json_is_object(o)) return fail(p, 400, "INVALID_FIELD", "%smessage must be an "
+    if (!json_is_object(o)) return gw_fail(p, 400, "INVALID_FIELD", "%smessage must be an "
                                         "object", where);
     json_t *body = NULL;
     const char *enc = "utf8";
@@ -159,29 +139,29 @@ static bool decode_json_msg(json_t *o, InMsg *m, const char *where, size_t max_b
     json_object_foreach(o, key, v) {
         if (strcmp(key, "body") == 0) {
             if (!json_is_string(v))
-                return fail(p, 400, "INVALID_FIELD", "%sbody must be a string", where);
+                return gw_fail(p, 400, "INVALID_FIELD", "%sbody must be a string", where);
             body = v;
         } else if (strcmp(key, "bodyEncoding") == 0) {
             enc = json_string_value(v);
             if (!enc || (strcmp(enc, "utf8") != 0 && strcmp(enc, "base64") != 0)) {
-                return fail(p, 400, "INVALID_FIELD",
+                return gw_fail(p, 400, "INVALID_FIELD",
                             "%sbodyEncoding must be \"utf8\" or \"base64\"", where);
             }
         } else if (strcmp(key, "tags") == 0) {
             if (!json_is_string(v))
-                return fail(p, 400, "INVALID_FIELD", "%stags must be a string", where);
+                return gw_fail(p, 400, "INVALID_FIELD", "%stags must be a string", where);
             m->tags = mq_slice(json_string_value(v), json_string_length(v));
             if (!check_tags(m->tags, where, p)) return false;
         } else if (strcmp(key, "keys") == 0) {
             if (!json_is_array(v)) {
-                return fail(p, 400, "INVALID_FIELD", "%skeys must be an array of strings",
+                return gw_fail(p, 400, "INVALID_FIELD", "%skeys must be an array of strings",
                             where);
             }
             size_t i;
             json_t *k;
             json_array_foreach(v, i, k) {
                 if (!json_is_string(k)) {
-                    return fail(p, 400, "INVALID_FIELD", "%skeys[%zu] must be a string", where,
+                    return gw_fail(p, 400, "INVALID_FIELD", "%skeys[%zu] must be a string", where,
                                 i);
                 }
                 if (!add_key(m, json_string_value(k), json_string_length(k), i, where, p))
@@ -189,67 +169,56 @@ static bool decode_json_msg(json_t *o, InMsg *m, const char *where, size_t max_b
             }
         } else if (strcmp(key, "properties") == 0) {
             if (!json_is_object(v)) {
-                return fail(p, 400, "INVALID_FIELD", "%sproperties must be an object", where);
+                return gw_fail(p, 400, "INVALID_FIELD", "%sproperties must be an object", where);
             }
             m->props = v;
         } else if (strcmp(key, "shardingKey") == 0) {
             if (!json_is_string(v))
-                return fail(p, 400, "INVALID_FIELD", "%sshardingKey must be a string", where);
+                return gw_fail(p, 400, "INVALID_FIELD", "%sshardingKey must be a string", where);
             m->sharding_key = mq_slice(json_string_value(v), json_string_length(v));
             if (!check_sharding_key(m->sharding_key, where, p)) return false;
         } else if (strcmp(key, "queueId") == 0) {
             if (!json_is_integer(v) || json_integer_value(v) < 0) {
-                return fail(p, 400, "INVALID_FIELD",
+                return gw_fail(p, 400, "INVALID_FIELD",
                             "%squeueId must be a non-negative integer", where);
             }
             m->queue_id = json_integer_value(v);
         } else if (is_delay_field(key)) {
             return unsupported_delay(where, key, p);
         } else {
-            return fail(p, 400, "UNKNOWN_FIELD", "%sunknown field '%.64s'", where, key);
+            return gw_fail(p, 400, "UNKNOWN_FIELD", "%sunknown field '%.64s'", where, key);
         }
     }
-    if (!body) return fail(p, 400, "INVALID_FIELD", "%sbody is required", where);
+    if (!body) return gw_fail(p, 400, "INVALID_FIELD", "%sbody is required", where);
     const char *s = json_string_value(body);
     size_t len = json_string_length(body);
     if (strcmp(enc, "base64") == 0) {
         size_t n = 0;
         int rc = js_b64_decode(s, len, &m->body_owned, &n);
-        if (rc == MQ_ERR_NOMEM) return fail(p, 503, "OUT_OF_MEMORY", "out of memory");
+        if (rc == MQ_ERR_NOMEM) return gw_fail(p, 503, "OUT_OF_MEMORY", "out of memory");
         if (rc != MQ_OK) {
-            return fail(p, 400, "INVALID_FIELD", "%sbody is not valid base64 (standard "
+            return gw_fail(p, 400, "INVALID_FIELD", "%sbody is not valid base64 (standard "
                         "alphabet, padded)", where);
         }
         m->body = mq_slice(m->body_owned, n);
     } else {
         m->body = mq_slice(s, len);
     }
-    if (m->body.len == 0) return fail(p, 400, "INVALID_FIELD", "%sbody is empty", where);
+    if (m->body.len == 0) return gw_fail(p, 400, "INVALID_FIELD", "%sbody is empty", where);
     if (m->body.len > max_body) {
-        return fail(p, 413, "PAYLOAD_TOO_LARGE", "%sbody of %zu bytes is over maxMessageSize "
+        return gw_fail(p, 413, "PAYLOAD_TOO_LARGE", "%sbody of %zu bytes is over maxMessageSize "
                     "(%zu bytes)", where, m->body.len, max_body);
     }
     return true;
 }
 
-/* Parses a decimal integer in [0, INT64_MAX]; false on anything else. */
-static bool parse_u63(const char *s, int64_t *out) {
-    if (!s || *s < '0' || *s > '9') return false;
-    errno = 0;
-    char *end = NULL;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || v < 0) return false;
-    *out = v;
-    return true;
-}
-
 /* Raw form: the body is the message; the rest comes from the query. */
-static bool decode_raw(GwRequest *r, InMsg *m, size_t max_body, Problem *p) {
+static bool decode_raw(GwRequest *r, InMsg *m, size_t max_body, GwProblem *p) {
     static const char *const known[] = {"tags", "keys", "shardingKey", "queueId",
                                         "delayLevel", "delayMs", "deliverAt", NULL};
     m->queue_id = -1;
     const char *bad = gw_query_unknown(r, known);
-    if (bad) return fail(p, 400, "UNKNOWN_FIELD", "unknown query parameter '%.64s'", bad);
+    if (bad) return gw_fail(p, 400, "UNKNOWN_FIELD", "unknown query parameter '%.64s'", bad);
     for (size_t i = 4; known[i]; i++) {
         if (gw_query(r, known[i])) return unsupported_delay("", known[i], p);
     }
@@ -276,13 +245,13 @@ static bool decode_raw(GwRequest *r, InMsg *m, size_t max_body, Problem *p) {
         if (!check_sharding_key(m->sharding_key, "", p)) return false;
     }
     v = gw_query(r, "queueId");
-    if (v && !parse_u63(v, &m->queue_id)) {
-        return fail(p, 400, "INVALID_FIELD", "queueId must be a non-negative integer");
+    if (v && !gw_parse_u63(v, &m->queue_id)) {
+        return gw_fail(p, 400, "INVALID_FIELD", "queueId must be a non-negative integer");
     }
     m->body = mq_slice(r->body ? r->body : "", r->body_len);
-    if (m->body.len == 0) return fail(p, 400, "INVALID_FIELD", "body is empty");
+    if (m->body.len == 0) return gw_fail(p, 400, "INVALID_FIELD", "body is empty");
     if (m->body.len > max_body) {
-        return fail(p, 413, "PAYLOAD_TOO_LARGE", "body of %zu bytes is over maxMessageSize "
+        return gw_fail(p, 413, "PAYLOAD_TOO_LARGE", "body of %zu bytes is over maxMessageSize "
                     "(%zu bytes)", m->body.len, max_body);
     }
     return true;
@@ -290,10 +259,10 @@ static bool decode_raw(GwRequest *r, InMsg *m, size_t max_body, Problem *p) {
 
 /* Encodes the properties of 'm': user properties, then TAGS, KEYS,
  * UNIQ_KEY, __SHARDINGKEY. */
-static bool encode_props(InMsg *m, const uint8_t ip[4], const char *where, Problem *p) {
+static bool encode_props(InMsg *m, const uint8_t ip[4], const char *where, GwProblem *p) {
     size_t n_user = m->props ? json_object_size(m->props) : 0;
     MsgProp *props = calloc(n_user + 4, sizeof(*props));
-    if (!props) return fail(p, 503, "OUT_OF_MEMORY", "out of memory");
+    if (!props) return gw_fail(p, 503, "OUT_OF_MEMORY", "out of memory");
     size_t n = 0;
     bool ok = false;
     if (m->props) {
@@ -303,23 +272,23 @@ static bool encode_props(InMsg *m, const uint8_t ip[4], const char *where, Probl
             MqSlice ns = mq_slice(name, strlen(name));
             const char *why = text_problem(name, ns.len, true);
             if (why) {
-                fail(p, 400, "INVALID_FIELD", "%sproperty name '%.64s' %s", where, name, why);
+                gw_fail(p, 400, "INVALID_FIELD", "%sproperty name '%.64s' %s", where, name, why);
                 goto out;
             }
             if (msg_prop_name_reserved(ns)) {
-                fail(p, 400, "INVALID_FIELD", "%sproperty name '%.64s' is reserved for the "
+                gw_fail(p, 400, "INVALID_FIELD", "%sproperty name '%.64s' is reserved for the "
                      "broker", where, name);
                 goto out;
             }
             if (!json_is_string(v)) {
-                fail(p, 400, "INVALID_FIELD", "%sproperty '%.64s' must be a string", where,
+                gw_fail(p, 400, "INVALID_FIELD", "%sproperty '%.64s' must be a string", where,
                      name);
                 goto out;
             }
             MqSlice vs = mq_slice(json_string_value(v), json_string_length(v));
             if (memchr(vs.ptr, MSG_PROP_NAME_SEP, vs.len) ||
                 memchr(vs.ptr, MSG_PROP_PAIR_SEP, vs.len) || memchr(vs.ptr, 0, vs.len)) {
-                fail(p, 400, "INVALID_FIELD", "%sproperty '%.64s' contains a byte 0x00, 0x01 "
+                gw_fail(p, 400, "INVALID_FIELD", "%sproperty '%.64s' contains a byte 0x00, 0x01 "
                      "or 0x02", where, name);
                 goto out;
             }
@@ -339,17 +308,17 @@ static bool encode_props(InMsg *m, const uint8_t ip[4], const char *where, Probl
     }
     size_t need = 0;
     if (msg_props_encode(props, n, NULL, 0, &need) != MQ_OK) {
-        fail(p, 400, "INVALID_FIELD", "%sproperties, tags and keys together are over %d "
+        gw_fail(p, 400, "INVALID_FIELD", "%sproperties, tags and keys together are over %d "
              "bytes", where, CL_PROPS_MAX);
         goto out;
     }
     m->props_buf = malloc(need ? need : 1);
     if (!m->props_buf) {
-        fail(p, 503, "OUT_OF_MEMORY", "out of memory");
+        gw_fail(p, 503, "OUT_OF_MEMORY", "out of memory");
         goto out;
     }
     if (msg_props_encode(props, n, m->props_buf, need, &m->props_len) != MQ_OK) {
-        fail(p, 400, "INVALID_FIELD", "%sproperties cannot be encoded", where);
+        gw_fail(p, 400, "INVALID_FIELD", "%sproperties cannot be encoded", where);
         goto out;
     }
     ok = true;
@@ -445,10 +414,6 @@ static void client_host(const GwRequest *r, uint8_t out[8]) {
     mq_put_u32(out + 4, ntohs(sin->sin_port));
 }
 
-static enum MHD_Result reply_problem(GwRequest *r, const Problem *p) {
-    return gw_reply_error(r, p->status, p->code, "%s", p->msg);
-}
-
 /* Maps a topic_for_produce / topic_get failure. */
 static enum MHD_Result reply_topic_err(GwRequest *r, int rc, const char *topic, bool produce) {
     if (rc == MQ_ERR_NOTFOUND) {
@@ -480,38 +445,15 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
     }
 
     size_t max_body = (size_t)conf->max_message_size;
-    Problem prob = {0};
+    GwProblem prob = {0};
     json_t *root = NULL;
     json_t *batch = NULL;
     size_t count = 1;
     if (kind == 'J') {
-        json_error_t jerr;
-        root = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &jerr);
-        if (!root) {
-            return gw_reply_error(r, 400, "INVALID_JSON", "malformed JSON at line %d column "
-                                  "%d: %s", jerr.line, jerr.column, jerr.text);
-        }
-        if (!json_is_object(root)) {
+        if (!gw_json_object(r, false, &root, &prob)) return gw_reply_problem(r, &prob);
+        if (!gw_json_batch(root, "messages", BATCH_MAX, &batch, &count, &prob)) {
             json_decref(root);
-            return gw_reply_error(r, 400, "INVALID_JSON", "the body must be a JSON object");
-        }
-        batch = json_object_get(root, "messages");
-        if (batch) {
-            if (json_object_size(root) != 1) {
-                json_decref(root);
-                return gw_reply_error(r, 400, "UNKNOWN_FIELD", "a batch has only the field "
-                                      "\"messages\"");
-            }
-            if (!json_is_array(batch)) {
-                json_decref(root);
-                return gw_reply_error(r, 400, "INVALID_FIELD", "messages must be an array");
-            }
-            count = json_array_size(batch);
-            if (count == 0 || count > BATCH_MAX) {
-                json_decref(root);
-                return gw_reply_error(r, 400, "INVALID_FIELD", "messages must hold 1 to %d "
-                                      "messages, not %zu", BATCH_MAX, count);
-            }
+            return gw_reply_problem(r, &prob);
         }
     }
 
@@ -531,7 +473,7 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
                               : decode_json_msg(batch ? json_array_get(batch, i) : root,
                                                 &msgs[i], where, max_body, &prob);
         if (!ok) {
-            ret = reply_problem(r, &prob);
+            ret = gw_reply_problem(r, &prob);
             goto out;
         }
     }
@@ -559,7 +501,7 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
             goto out;
         }
         if (!encode_props(im, ip, where, &prob)) {
-            ret = reply_problem(r, &prob);
+            ret = gw_reply_problem(r, &prob);
             goto out;
         }
         cms[i] = (ClMessage){.topic = mq_slice(topic, strlen(topic)),
@@ -679,21 +621,6 @@ enum MHD_Result h_message_get(GwRequest *r, const RtMatch *m) {
 /* ======================================================================
  * Classic pull
  * ====================================================================== */
-
-/* Parses the optional integer query parameter 'name' into '*out' (left as
- * is when absent), within [lo, hi]. */
-static bool query_int(GwRequest *r, const char *name, int64_t lo, int64_t hi, int64_t *out,
-                      Problem *p) {
-    const char *v = gw_query(r, name);
-    if (!v) return true;
-    int64_t x = 0;
-    if (!parse_u63(v, &x) || x < lo || x > hi) {
-        return fail(p, 400, "INVALID_PARAMETER", "%s must be an integer from %lld to %lld",
-                    name, (long long)lo, (long long)hi);
-    }
-    *out = x;
-    return true;
-}
 
 /* True when the record's TAGS is one of the parsed 'tags'. */
 static bool tag_matches(const ClRecord *rec, const MqSlice *tags, size_t n) {
@@ -851,19 +778,19 @@ enum MHD_Result h_message_pull(GwRequest *r, const RtMatch *m) {
         return gw_reply_error(r, 400, "INVALID_PARAMETER", "unknown query parameter '%.64s'",
                               bad);
     }
-    Problem prob = {0};
+    GwProblem prob = {0};
     int64_t queue_id = 0;
-    if (!parse_u63(rt_param(m, "queueId"), &queue_id)) {
+    if (!gw_parse_u63(rt_param(m, "queueId"), &queue_id)) {
         return gw_reply_error(r, 400, "INVALID_PARAMETER", "queueId must be a non-negative "
                               "integer");
     }
     int64_t offset = 0;
     int64_t max = PULL_DEFAULT;
     int64_t wait_ms = 0;
-    if (!query_int(r, "offset", 0, INT64_MAX, &offset, &prob) ||
-        !query_int(r, "max", 1, PULL_MAX, &max, &prob) ||
-        !query_int(r, "waitMs", 0, PULL_WAIT_MAX_MS, &wait_ms, &prob)) {
-        return reply_problem(r, &prob);
+    if (!gw_query_int(r, "offset", 0, INT64_MAX, &offset, &prob) ||
+        !gw_query_int(r, "max", 1, PULL_MAX, &max, &prob) ||
+        !gw_query_int(r, "waitMs", 0, PULL_WAIT_MAX_MS, &wait_ms, &prob)) {
+        return gw_reply_problem(r, &prob);
     }
     const char *expr = gw_query(r, "tags");
     MqSlice tags[PULL_TAGS_MAX];

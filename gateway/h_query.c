@@ -6,6 +6,7 @@
  * The produce route (POST, h_message.c) shares the path.
  */
 #include "handlers.h"
+#include "req.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -23,33 +24,6 @@
 #define DEFAULT_RESULTS 32    /* 'max' by default, both forms */
 #define KEY_LEN_MAX 255       /* bytes of a key, as in produce */
 #define SKIP_SCAN 64          /* queue entries one cursor step looks at, at most */
-
-/* Parses a decimal integer in [0, INT64_MAX]; false on anything else. */
-static bool parse_u63(const char *s, int64_t *out) {
-    if (!s || *s < '0' || *s > '9') return false;
-    errno = 0;
-    char *end = NULL;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || v < 0) return false;
-    *out = v;
-    return true;
-}
-
-/* Reads the optional query parameter 'name' into '*out' (kept when
- * absent), within [lo, hi]; otherwise answers 400 into '*ret'. */
-static bool query_int(GwRequest *r, const char *name, int64_t lo, int64_t hi, int64_t *out,
-                      enum MHD_Result *ret) {
-    const char *v = gw_query(r, name);
-    if (!v) return true;
-    int64_t x = 0;
-    if (!parse_u63(v, &x) || x < lo || x > hi) {
-        *ret = gw_reply_error(r, 400, "INVALID_PARAMETER", "%s must be an integer from %lld "
-                              "to %lld", name, (long long)lo, (long long)hi);
-        return false;
-    }
-    *out = x;
-    return true;
-}
 
 /* Appends the message at 'phys_off' to 'list'; one aged out meanwhile is
  * skipped.  MQ_OK or MQ_ERR_NOMEM. */
@@ -200,9 +174,11 @@ enum MHD_Result h_query_messages(GwRequest *r, const RtMatch *m) {
     int64_t begin = 0;
     int64_t end = by_key ? mq_now_ms() : 0;
     int64_t max = DEFAULT_RESULTS;
-    if (!query_int(r, "begin", 0, INT64_MAX, &begin, &ret) ||
-        !query_int(r, "end", 0, INT64_MAX, &end, &ret) ||
-        !query_int(r, "max", 1, by_key ? KEY_MAX_RESULTS : TIME_MAX_RESULTS, &max, &ret)) {
+    GwProblem prob;
+    if (!gw_query_int(r, "begin", 0, INT64_MAX, &begin, &prob) ||
+        !gw_query_int(r, "end", 0, INT64_MAX, &end, &prob) ||
+        !gw_query_int(r, "max", 1, by_key ? KEY_MAX_RESULTS : TIME_MAX_RESULTS, &max, &prob)) {
+        ret = gw_reply_problem(r, &prob);
         return ret;
     }
     if (begin > end) {
