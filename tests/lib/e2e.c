@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,6 +248,103 @@ static size_t on_read(char *dst, size_t size, size_t n, void *arg) {
     return k;
 }
 
+/* ---- recording (PETREL_E2E_RECORD) ---------------------------------------*/
+
+/* A JSON string of 'len' bytes at 'p', or, when they are not valid UTF-8,
+ * of the same bytes with every byte >= 0x80 percent-encoded ('pct', for
+ * paths: equivalent once decoded) or NULL. */
+static json_t *record_string(const char *p, size_t len, bool pct) {
+    json_t *v = json_stringn(p ? p : "", p ? len : 0);
+    if (v || !pct) return v;
+    static const char hex[] = "0123456789ABCDEF";
+    char *enc = malloc(len * 3 + 1);
+    if (!enc) return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c >= 0x80) {
+            enc[n++] = '%';
+            enc[n++] = hex[c >> 4];
+            enc[n++] = hex[c & 15];
+        } else {
+            enc[n++] = (char)c;
+        }
+    }
+    v = json_stringn(enc, n);
+    free(enc);
+    return v;
+}
+
+/* Standard base64 of 'len' bytes at 'p' (malloc'd, NUL-terminated). */
+static char *record_base64(const char *p, size_t len) {
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *u = (const unsigned char *)p;
+    char *out = malloc((len + 2) / 3 * 4 + 1);
+    if (!out) return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t w = (uint32_t)u[i] << 16;
+        if (i + 1 < len) w |= (uint32_t)u[i + 1] << 8;
+        if (i + 2 < len) w |= u[i + 2];
+        out[n++] = b64[w >> 18];
+        out[n++] = b64[(w >> 12) & 63];
+        out[n++] = i + 1 < len ? b64[(w >> 6) & 63] : '=';
+        out[n++] = i + 2 < len ? b64[w & 63] : '=';
+    }
+    out[n] = '\0';
+    return out;
+}
+
+/* Appends one exchange to the file named by $PETREL_E2E_RECORD, if set, as
+ * one JSON line {"method","path","status","contentType","body"} with one
+ * write(2) on an O_APPEND descriptor, so that concurrent requests (threads
+ * of one test) never interleave.  A body that is not valid UTF-8 is
+ * recorded as "bodyBase64" instead.  The request's Content-Type and the
+ * first 200 bytes of its body ("requestContentType", "requestBody") help
+ * to read a failure.  tests/schema/validate.mjs checks the lines against
+ * openapi.yaml.  Failures to record are reported, never fatal. */
+static void record_exchange(const char *method, const E2eRequest *req, const E2eResponse *out,
+                            const char *content_type) {
+    const char *file = getenv("PETREL_E2E_RECORD");
+    if (!file || !*file || out->status == 0) return;
+    json_t *line = json_object();
+    if (!line) return;
+    json_object_set_new(line, "method", json_string(method));
+    json_object_set_new(line, "path", record_string(req->path, strlen(req->path), true));
+    json_object_set_new(line, "status", json_integer(out->status));
+    json_object_set_new(line, "contentType",
+                        content_type ? json_string(content_type) : json_null());
+    json_t *body = record_string(out->body, out->len, false);
+    if (body) {
+        json_object_set_new(line, "body", body);
+    } else {
+        char *b64 = record_base64(out->body, out->len);
+        json_object_set_new(line, "bodyBase64", json_string(b64 ? b64 : ""));
+        free(b64);
+    }
+    if (req->content_type) {
+        json_object_set_new(line, "requestContentType", json_string(req->content_type));
+    }
+    if (req->body) {
+        size_t n = req->body_len < 200 ? req->body_len : 200;
+        json_t *rb = json_stringn(req->body, n);
+        json_object_set_new(line, "requestBody", rb ? rb : json_string("(binary)"));
+    }
+    char *text = json_dumps(line, JSON_COMPACT);
+    json_decref(line);
+    if (!text) return;
+    size_t len = strlen(text);
+    text[len] = '\n'; /* json_dumps' NUL becomes the newline: one write */
+    int fd = open(file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    ssize_t w = fd >= 0 ? write(fd, text, len + 1) : -1;
+    if (w != (ssize_t)(len + 1)) {
+        fprintf(stderr, "e2e: cannot record to '%s': %s\n", file,
+                w < 0 ? strerror(errno) : "short write");
+    }
+    if (fd >= 0) close(fd);
+    free(text);
+}
+
 int e2e_http(const E2eServer *s, const E2eRequest *req, E2eResponse *out) {
     memset(out, 0, sizeof(*out));
     static int inited;
@@ -294,6 +392,9 @@ int e2e_http(const E2eServer *s, const E2eRequest *req, E2eResponse *out) {
         snprintf(ct, sizeof(ct), "Content-Type: %s", req->content_type);
         hl = curl_slist_append(hl, ct);
     }
+    for (size_t i = 0; req->headers && req->headers[i]; i++) {
+        hl = curl_slist_append(hl, req->headers[i]);
+    }
     if (hl) curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
 
     CURLcode rc = curl_easy_perform(c);
@@ -302,6 +403,9 @@ int e2e_http(const E2eServer *s, const E2eRequest *req, E2eResponse *out) {
     out->body = body.p;
     out->len = body.len;
     out->headers = hdrs.p;
+    char *resp_ct = NULL;
+    curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &resp_ct);
+    record_exchange(method, req, out, resp_ct); /* before cleanup: 'resp_ct' is curl's */
     curl_slist_free_all(hl);
     curl_easy_cleanup(c);
     if (rc != CURLE_OK && out->status == 0) {

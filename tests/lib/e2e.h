@@ -57,6 +57,7 @@ typedef struct E2eRequest {
     size_t body_len;
     bool chunked;             /* send the body with Transfer-Encoding: chunked */
     const char *content_type; /* Content-Type header, or NULL */
+    const char *const *headers; /* more "Name: value" lines, NULL-terminated; or NULL */
 } E2eRequest;
 
 typedef struct E2eResponse {
@@ -68,7 +69,12 @@ typedef struct E2eResponse {
 } E2eResponse;
 
 /* e2e_http performs 'req' against 's' and fills 'out' (free it with
- * e2e_response_free).  Returns 0 when a response arrived, else -1. */
+ * e2e_response_free).  Returns 0 when a response arrived, else -1.
+ * When $PETREL_E2E_RECORD names a file, every exchange that got a response
+ * is appended to it as one JSON line {"method","path","status",
+ * "contentType","body"} (plus the request's Content-Type and the start of
+ * its body), for tests/schema/validate.mjs to check against openapi.yaml;
+ * every helper below goes through here. */
 int e2e_http(const E2eServer *s, const E2eRequest *req, E2eResponse *out);
 
 /* e2e_get is e2e_http with a GET of 'path'. */
