@@ -3,24 +3,49 @@
 # and ASan/UBSan, then runs it for SECONDS seconds over a working copy of
 # tests/fuzz/corpus/<name>/.  Crashers are written to build/fuzz/ and make
 # the script fail.  Usage: scripts/fuzz.sh SECONDS tests/fuzz/fuzz_*.c
+#
+# A harness is linked with store/ and core/; one that includes a gateway/
+# header also gets gateway/ (all but main.c) and libmicrohttpd, which the
+# gateway objects reference although the harness never starts a daemon.
 set -u
 secs=${1:-60}
 shift
 out=build/fuzz
 mkdir -p "$out"
 srcs=$(ls store/*.c core/*.c 2>/dev/null)
+gw_srcs=$(ls gateway/*.c 2>/dev/null | grep -v '^gateway/main\.c$')
 cflags="-g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -fsanitize=fuzzer,address,undefined
-        -fno-sanitize-recover=all -Istore -Icore -Itests/lib -pthread
+        -fno-sanitize-recover=all -Istore -Icore -Igateway -Itests/lib -pthread
         $(pkg-config --cflags jansson sqlite3 2>/dev/null)"
 libs="$(pkg-config --libs jansson sqlite3 2>/dev/null) -lm"
+gw_cflags=$(pkg-config --cflags libmicrohttpd 2>/dev/null)
+gw_libs=$(pkg-config --libs libmicrohttpd 2>/dev/null)
+
+# True when harness $1 includes a header of gateway/.
+uses_gateway() {
+    local inc
+    for inc in $(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$1"); do
+        [ -f "gateway/$inc" ] && return 0
+    done
+    return 1
+}
+
 failed=0
 ran=0
 for h in "$@"; do
     name=$(basename "$h" .c)
     name=${name#fuzz_}
     bin="$out/fuzz_$name"
+    hsrcs=$srcs
+    hcflags=$cflags
+    hlibs=$libs
+    if uses_gateway "$h"; then
+        hsrcs="$srcs $gw_srcs"
+        hcflags="$cflags $gw_cflags"
+        hlibs="$gw_libs $libs"
+    fi
     # shellcheck disable=SC2086
-    if ! clang $cflags "$h" $srcs -o "$bin" $libs; then
+    if ! clang $hcflags "$h" $hsrcs -o "$bin" $hlibs; then
         echo "fuzz: cannot build $h"
         failed=$((failed + 1))
         continue

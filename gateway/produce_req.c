@@ -1,0 +1,330 @@
+/*
+ * produce_req.c - decoding and checking produce request bodies (see
+ * produce_req.h).  Calls jansson, req.c (GwProblem, the batch form),
+ * json.c (base64) and core/msg.c (property codec, unique ids); keeps no
+ * state of its own.
+ */
+#define _GNU_SOURCE
+#include "produce_req.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+/* ======================================================================
+ * Field checks
+ * ====================================================================== */
+
+/* Why 'len' bytes at 's' cannot be a tag, key, sharding key or property
+ * name: NULL when they can.  'space_ok': spaces allowed inside. */
+static const char *text_problem(const char *s, size_t len, bool space_ok) {
+    if (len == 0) return "is empty";
+    if (len > PR_TEXT_MAX) return "is longer than 255 bytes";
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f) return "contains a control character";
+        if (c == ' ' && !space_ok) return "contains a space";
+    }
+    if (s[0] == ' ' || s[len - 1] == ' ') return "starts or ends with a space";
+    return NULL;
+}
+
+static bool check_tags(MqSlice tags, const char *where, GwProblem *p) {
+    const char *why = text_problem(tags.ptr, tags.len, true);
+    if (!why && memchr(tags.ptr, '|', tags.len)) why = "contains '|'";
+    if (why) return gw_fail(p, 400, "INVALID_FIELD", "%stags %s", where, why);
+    return true;
+}
+
+static bool check_sharding_key(MqSlice key, const char *where, GwProblem *p) {
+    const char *why = text_problem(key.ptr, key.len, true);
+    if (why) return gw_fail(p, 400, "INVALID_FIELD", "%sshardingKey %s", where, why);
+    return true;
+}
+
+/* Appends key number 'idx' to m->keys (space-joined). */
+static bool add_key(ProduceMsg *m, const char *k, size_t len, size_t idx, GwProblem *p) {
+    const char *why = text_problem(k, len, false);
+    if (why) return gw_fail(p, 400, "INVALID_FIELD", "%skeys[%zu] %s", m->where, idx, why);
+    if (idx >= PR_KEYS_MAX) {
+        return gw_fail(p, 400, "INVALID_FIELD", "%skeys has more than %d keys", m->where,
+                       PR_KEYS_MAX);
+    }
+    size_t old = m->keys ? strlen(m->keys) : 0;
+    char *nk = realloc(m->keys, old + len + 2);
+    if (!nk) return gw_fail(p, 503, "OUT_OF_MEMORY", "out of memory");
+    if (old) nk[old++] = ' ';
+    memcpy(nk + old, k, len);
+    nk[old + len] = '\0';
+    m->keys = nk;
+    return true;
+}
+
+static bool is_delay_field(const char *name) {
+    return strcmp(name, "delayLevel") == 0 || strcmp(name, "deliverAt") == 0 ||
+           strcmp(name, "delayMs") == 0;
+}
+
+static bool unsupported_delay(const char *where, const char *name, GwProblem *p) {
+    return gw_fail(p, 400, "UNSUPPORTED_FIELD",
+                   "%s%s: delayed messages are not supported yet (they come in a later release)",
+                   where, name);
+}
+
+/* The body size rule, for both forms. */
+static bool check_body_size(const ProduceMsg *m, size_t max_body, GwProblem *p) {
+    if (m->body.len == 0) return gw_fail(p, 400, "INVALID_FIELD", "%sbody is empty", m->where);
+    if (m->body.len > max_body) {
+        return gw_fail(p, 413, "PAYLOAD_TOO_LARGE",
+                       "%sbody of %zu bytes is over maxMessageSize (%zu bytes)", m->where,
+                       m->body.len, max_body);
+    }
+    return true;
+}
+
+/* Allocates the 'count' messages of 'out' (zeroed, no queue given). */
+static bool req_alloc(ProduceReq *out, size_t count, GwProblem *p) {
+    memset(out, 0, sizeof(*out));
+    out->msgs = calloc(count, sizeof(*out->msgs));
+    if (!out->msgs) return gw_fail(p, 503, "OUT_OF_MEMORY", "out of memory");
+    out->count = count;
+    for (size_t i = 0; i < count; i++) out->msgs[i].queue_id = -1;
+    return true;
+}
+
+/* ======================================================================
+ * JSON form
+ * ====================================================================== */
+
+/* Decodes one JSON message object 'o' into 'm' (m->where already set). */
+static bool decode_json_msg(json_t *o, ProduceMsg *m, size_t max_body, GwProblem *p) {
+    const char *where = m->where;
+    if (!json_is_object(o)) {
+        return gw_fail(p, 400, "INVALID_FIELD", "%smessage must be an object", where);
+    }
+    json_t *body = NULL;
+    const char *enc = "utf8";
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        if (strcmp(key, "body") == 0) {
+            if (!json_is_string(v))
+                return gw_fail(p, 400, "INVALID_FIELD", "%sbody must be a string", where);
+            body = v;
+        } else if (strcmp(key, "bodyEncoding") == 0) {
+            enc = json_string_value(v);
+            if (!enc || (strcmp(enc, "utf8") != 0 && strcmp(enc, "base64") != 0)) {
+                return gw_fail(p, 400, "INVALID_FIELD",
+                               "%sbodyEncoding must be \"utf8\" or \"base64\"", where);
+            }
+        } else if (strcmp(key, "tags") == 0) {
+            if (!json_is_string(v))
+                return gw_fail(p, 400, "INVALID_FIELD", "%stags must be a string", where);
+            m->tags = mq_slice(json_string_value(v), json_string_length(v));
+            if (!check_tags(m->tags, where, p)) return false;
+        } else if (strcmp(key, "keys") == 0) {
+            if (!json_is_array(v)) {
+                return gw_fail(p, 400, "INVALID_FIELD", "%skeys must be an array of strings",
+                               where);
+            }
+            size_t i;
+            json_t *k;
+            json_array_foreach(v, i, k) {
+                if (!json_is_string(k)) {
+                    return gw_fail(p, 400, "INVALID_FIELD", "%skeys[%zu] must be a string",
+                                   where, i);
+                }
+                if (!add_key(m, json_string_value(k), json_string_length(k), i, p)) return false;
+            }
+        } else if (strcmp(key, "properties") == 0) {
+            if (!json_is_object(v)) {
+                return gw_fail(p, 400, "INVALID_FIELD", "%sproperties must be an object", where);
+            }
+            m->props = v;
+        } else if (strcmp(key, "shardingKey") == 0) {
+            if (!json_is_string(v))
+                return gw_fail(p, 400, "INVALID_FIELD", "%sshardingKey must be a string", where);
+            m->sharding_key = mq_slice(json_string_value(v), json_string_length(v));
+            if (!check_sharding_key(m->sharding_key, where, p)) return false;
+        } else if (strcmp(key, "queueId") == 0) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0) {
+                return gw_fail(p, 400, "INVALID_FIELD",
+                               "%squeueId must be a non-negative integer", where);
+            }
+            m->queue_id = json_integer_value(v);
+        } else if (is_delay_field(key)) {
+            return unsupported_delay(where, key, p);
+        } else {
+            return gw_fail(p, 400, "UNKNOWN_FIELD", "%sunknown field '%.64s'", where, key);
+        }
+    }
+    if (!body) return gw_fail(p, 400, "INVALID_FIELD", "%sbody is required", where);
+    const char *s = json_string_value(body);
+    size_t len = json_string_length(body);
+    if (strcmp(enc, "base64") == 0) {
+        size_t n = 0;
+        int rc = js_b64_decode(s, len, &m->body_owned, &n);
+        if (rc == MQ_ERR_NOMEM) return gw_fail(p, 503, "OUT_OF_MEMORY", "out of memory");
+        if (rc != MQ_OK) {
+            return gw_fail(p, 400, "INVALID_FIELD",
+                           "%sbody is not valid base64 (standard alphabet, padded)", where);
+        }
+        m->body = mq_slice(m->body_owned, n);
+    } else {
+        m->body = mq_slice(s, len);
+    }
+    return check_body_size(m, max_body, p);
+}
+
+bool pr_decode_json(json_t *root, size_t max_body, ProduceReq *out, GwProblem *p) {
+    memset(out, 0, sizeof(*out));
+    json_t *batch = NULL;
+    size_t count = 1;
+    if (!gw_json_batch(root, "messages", PR_BATCH_MAX, &batch, &count, p)) return false;
+    if (!req_alloc(out, count, p)) return false;
+    out->batch = batch != NULL;
+    for (size_t i = 0; i < count; i++) {
+        ProduceMsg *m = &out->msgs[i];
+        if (batch) snprintf(m->where, sizeof(m->where), "messages[%zu].", i);
+        if (!decode_json_msg(batch ? json_array_get(batch, i) : root, m, max_body, p)) {
+            pr_req_clear(out);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ======================================================================
+ * Raw form
+ * ====================================================================== */
+
+/* The raw form's checks, in the order of the JSON form's error list. */
+static bool decode_raw(const ProduceRawParams *q, const void *body, size_t len, size_t max_body,
+                       ProduceMsg *m, GwProblem *p) {
+    if (q->delay_level) return unsupported_delay("", "delayLevel", p);
+    if (q->delay_ms) return unsupported_delay("", "delayMs", p);
+    if (q->deliver_at) return unsupported_delay("", "deliverAt", p);
+    if (q->tags) {
+        m->tags = mq_slice(q->tags, strlen(q->tags));
+        if (!check_tags(m->tags, "", p)) return false;
+    }
+    if (q->keys) {
+        size_t idx = 0;
+        const char *s = q->keys;
+        for (;;) {
+            const char *comma = strchr(s, ',');
+            size_t klen = comma ? (size_t)(comma - s) : strlen(s);
+            if (!add_key(m, s, klen, idx++, p)) return false;
+            if (!comma) break;
+            s = comma + 1;
+        }
+    }
+    if (q->sharding_key) {
+        m->sharding_key = mq_slice(q->sharding_key, strlen(q->sharding_key));
+        if (!check_sharding_key(m->sharding_key, "", p)) return false;
+    }
+    if (q->queue_id && !gw_parse_u63(q->queue_id, &m->queue_id)) {
+        return gw_fail(p, 400, "INVALID_FIELD", "queueId must be a non-negative integer");
+    }
+    m->body = mq_slice(body ? body : "", len);
+    return check_body_size(m, max_body, p);
+}
+
+bool pr_decode_raw(const ProduceRawParams *q, const void *body, size_t len, size_t max_body,
+                   ProduceReq *out, GwProblem *p) {
+    if (!req_alloc(out, 1, p)) return false;
+    if (!decode_raw(q, body, len, max_body, &out->msgs[0], p)) {
+        pr_req_clear(out);
+        return false;
+    }
+    return true;
+}
+
+/* ======================================================================
+ * Property block
+ * ====================================================================== */
+
+bool pr_encode_props(ProduceMsg *m, const uint8_t ip[4], GwProblem *p) {
+    const char *where = m->where;
+    size_t n_user = m->props ? json_object_size(m->props) : 0;
+    MsgProp *props = calloc(n_user + 4, sizeof(*props));
+    if (!props) return gw_fail(p, 503, "OUT_OF_MEMORY", "out of memory");
+    size_t n = 0;
+    bool ok = false;
+    if (m->props) {
+        const char *name;
+        json_t *v;
+        json_object_foreach(m->props, name, v) {
+            MqSlice ns = mq_slice(name, strlen(name));
+            const char *why = text_problem(name, ns.len, true);
+            if (why) {
+                gw_fail(p, 400, "INVALID_FIELD", "%sproperty name '%.64s' %s", where, name, why);
+                goto out;
+            }
+            if (msg_prop_name_reserved(ns)) {
+                gw_fail(p, 400, "INVALID_FIELD",
+                        "%sproperty name '%.64s' is reserved for the broker", where, name);
+                goto out;
+            }
+            if (!json_is_string(v)) {
+                gw_fail(p, 400, "INVALID_FIELD", "%sproperty '%.64s' must be a string", where,
+                        name);
+                goto out;
+            }
+            MqSlice vs = mq_slice(json_string_value(v), json_string_length(v));
+            if (memchr(vs.ptr, MSG_PROP_NAME_SEP, vs.len) ||
+                memchr(vs.ptr, MSG_PROP_PAIR_SEP, vs.len) || memchr(vs.ptr, 0, vs.len)) {
+                gw_fail(p, 400, "INVALID_FIELD",
+                        "%sproperty '%.64s' contains a byte 0x00, 0x01 or 0x02", where, name);
+                goto out;
+            }
+            props[n++] = (MsgProp){ns, vs};
+        }
+    }
+    if (m->tags.len) props[n++] = (MsgProp){mq_slice(MSG_PROP_TAGS, 4), m->tags};
+    if (m->keys) {
+        props[n++] = (MsgProp){mq_slice(MSG_PROP_KEYS, 4), mq_slice(m->keys, strlen(m->keys))};
+    }
+    msg_uniq_id(ip, m->uniq);
+    props[n++] = (MsgProp){mq_slice(MSG_PROP_UNIQ_KEY, strlen(MSG_PROP_UNIQ_KEY)),
+                           mq_slice(m->uniq, MSG_ID_LEN)};
+    if (m->sharding_key.len) {
+        props[n++] = (MsgProp){mq_slice(MSG_PROP_SHARDING_KEY, strlen(MSG_PROP_SHARDING_KEY)),
+                               m->sharding_key};
+    }
+    size_t need = 0;
+    if (msg_props_encode(props, n, NULL, 0, &need) != MQ_OK) {
+        gw_fail(p, 400, "INVALID_FIELD", "%sproperties, tags and keys together are over %d bytes",
+                where, CL_PROPS_MAX);
+        goto out;
+    }
+    free(m->props_buf);
+    m->props_buf = malloc(need ? need : 1);
+    m->props_len = 0;
+    if (!m->props_buf) {
+        gw_fail(p, 503, "OUT_OF_MEMORY", "out of memory");
+        goto out;
+    }
+    if (msg_props_encode(props, n, m->props_buf, need, &m->props_len) != MQ_OK) {
+        gw_fail(p, 400, "INVALID_FIELD", "%sproperties cannot be encoded", where);
+        goto out;
+    }
+    ok = true;
+out:
+    free(props);
+    return ok;
+}
+
+void pr_req_clear(ProduceReq *req) {
+    if (!req) return;
+    for (size_t i = 0; req->msgs && i < req->count; i++) {
+        ProduceMsg *m = &req->msgs[i];
+        free(m->body_owned);
+        free(m->keys);
+        free(m->props_buf);
+    }
+    free(req->msgs);
+    memset(req, 0, sizeof(*req));
+}
