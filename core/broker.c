@@ -26,6 +26,7 @@ struct Broker {
     TopicRegistry *topics;
     LpRegistry *longpoll; /* waiting pulls; outlives the store's dispatcher */
     uint8_t store_host[8]; /* StoreConfig.store_host of the open store */
+    IdemTable *idem;       /* Idempotency-Key answers */
 };
 
 /* Takes an exclusive flock on '<data>/lock' so that two processes never
@@ -66,8 +67,11 @@ int broker_open(const Config *conf, Broker **out) {
     b->conf = *conf;
     int rc = lock_data_dir(b->conf.data, &b->lock_fd);
     if (rc != MQ_OK) goto err_free;
-    rc = lp_open(true, &b->longpoll);
+    rc = idem_open(b->conf.idempotency_window_ms, (size_t)b->conf.idempotency_max_keys,
+                   BROKER_IDEM_MAX_BYTES, &b->idem);
     if (rc != MQ_OK) goto err_unlock;
+    rc = lp_open(true, &b->longpoll);
+    if (rc != MQ_OK) goto err_close_idem;
 
     StoreConfig sc;
     conf_store_config(&b->conf, &sc);
@@ -101,6 +105,8 @@ err_close_store:
     store_close(b->store);
 err_close_longpoll:
     lp_close(b->longpoll);
+err_close_idem:
+    idem_close(b->idem);
 err_unlock:
     close(b->lock_fd);
 err_free:
@@ -114,8 +120,13 @@ void broker_close(Broker *b) {
     meta_close(b->meta);
     store_close(b->store);
     lp_close(b->longpoll);
+    idem_close(b->idem);
     close(b->lock_fd);
     free(b);
+}
+
+IdemTable *broker_idempotency(Broker *b) {
+    return b->idem;
 }
 
 Store *broker_store(Broker *b) {

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 #include "config.h"
+#include "idem.h"
 #include "longpoll.h"
 #include "meta.h"
 #include "store.h"
@@ -52,6 +53,14 @@ LpRegistry *broker_longpoll(Broker *b);
  * the host part of every offset message id.  Borrowed, valid until
  * broker_close.  Any thread. */
 const uint8_t *broker_store_host(const Broker *b);
+
+/* Bytes of Idempotency-Key answers kept at most (idem.h): bounds the
+ * table's memory whatever idempotencyMaxKeys says. */
+#define BROKER_IDEM_MAX_BYTES ((size_t)16 << 20)
+
+/* broker_idempotency is the Idempotency-Key table of produce requests
+ * (in memory; forgotten at restart).  Borrowed, valid until broker_close. */
+IdemTable *broker_idempotency(Broker *b);
 
 /* A snapshot for /healthz and monitoring. */
 typedef struct BrokerHealth {

@@ -88,6 +88,17 @@ static const ConfKey keys[] = {
         "queues of a topic created without a count"),
     INT(offset_flush_interval_ms, "offsetFlushInterval", 0, U32_MAX_, "5000",
         "consumer offsets are persisted in batches this often, ms (0 = at exit)"),
+    INT(http_threads, "httpThreads", 1, 64, "2", "HTTP worker threads (epoll, one pool)"),
+    INT(http_max_connections, "httpMaxConnections", 1, 65536, "4096",
+        "concurrent HTTP connections; more wait in the listen backlog"),
+    INT(http_connection_timeout_s, "httpConnectionTimeout", 1, 86400, "60",
+        "close a connection idle (or a client stalled mid-request) this long, s"),
+    INT(http_max_headers, "httpMaxHeaders", 1, 10000, "100",
+        "more request headers than this get 431"),
+    INT(idempotency_window_ms, "idempotencyWindow", 1000, 7 * 24 * 3600 * 1000LL, "600000",
+        "Idempotency-Key: a produce result is replayed this long, ms"),
+    INT(idempotency_max_keys, "idempotencyMaxKeys", 1, 10000000, "100000",
+        "Idempotency-Key: most results remembered (the oldest go first)"),
     STR(web_root, "webRoot", NULL, "directory of the console's static files"),
     ENUM(log_level, "logLevel", "error|warn|info|debug", "info", "log verbosity"),
 };
@@ -323,6 +334,7 @@ void conf_defaults(Config *c, ConfMode mode) {
         int rc = set_key(c, &keys[i], keys[i].def, err, sizeof(err));
         MQ_ASSERT(rc == MQ_OK);
     }
+    c->mode = mode;
     snprintf(c->listen, sizeof(c->listen), "%s",
              mode == CONF_MODE_BROKER ? "127.0.0.1:10911" : "127.0.0.1:8080");
     default_web_root(c->web_root, sizeof(c->web_root));

@@ -32,6 +32,7 @@ enum { CONF_ASYNC_MASTER = 0, CONF_SYNC_MASTER = 1, CONF_SLAVE = 2 };
 enum { CONF_ASYNC_FLUSH = 0, CONF_SYNC_FLUSH = 1 };
 
 typedef struct Config {
+    ConfMode mode;                         /* set by conf_defaults, not a key */
     char listen[CONF_STR_MAX];             /* listen: "HOST:PORT" as given */
     uint8_t listen_ip[4];                  /* parsed IPv4, network order */
     uint16_t listen_port;                  /* parsed port; 0 = any free port */
@@ -60,6 +61,12 @@ typedef struct Config {
     bool auto_create_topic;                /* autoCreateTopicEnable */
     int64_t default_topic_queue_nums;
     int64_t offset_flush_interval_ms;      /* offsetFlushInterval; 0 = only at close */
+    int64_t http_threads;                  /* MHD worker threads */
+    int64_t http_max_connections;
+    int64_t http_connection_timeout_s;     /* idle or stalled connection, s */
+    int64_t http_max_headers;              /* more: 431 */
+    int64_t idempotency_window_ms;         /* Idempotency-Key replay window */
+    int64_t idempotency_max_keys;          /* results remembered at most */
     char web_root[CONF_PATH_MAX];          /* console files */
     int log_level;                         /* MQ_LOG_ERROR .. MQ_LOG_DEBUG */
 } Config;

@@ -21,6 +21,8 @@ typedef struct TopicEntry {
     uint64_t hash;           /* mq_hash64 of the name */
     _Atomic uint64_t rr;     /* round-robin counter of topic_select_queue */
     MetaTopic t;             /* the configuration as stored in meta.db */
+    /* Traffic since the broker started (not persisted), relaxed atomics. */
+    uint64_t in_msgs, in_bytes, out_msgs, out_bytes;
 } TopicEntry;
 
 struct TopicRegistry {
@@ -305,13 +307,20 @@ int topic_get(TopicRegistry *r, const char *name, MetaTopic *out) {
     return lookup(r, name, out);
 }
 
-static int by_name(const void *a, const void *b) {
-    return strcmp(((const MetaTopic *)a)->name, ((const MetaTopic *)b)->name);
+/* A copy of one entry, taken under the read lock. */
+typedef struct TopicSnap {
+    MetaTopic t;
+    TopicTraffic traffic;
+} TopicSnap;
+
+static int snap_by_name(const void *a, const void *b) {
+    return strcmp(((const TopicSnap *)a)->t.name, ((const TopicSnap *)b)->t.name);
 }
 
-int topic_list(TopicRegistry *r, int (*fn)(void *arg, const MetaTopic *t), void *arg) {
-    if (!r || !fn) return MQ_ERR_INVAL;
-    MetaTopic *snap = NULL;
+/* snapshot copies every entry, sorted by name, into a malloc'd array
+ * ('*out' NULL when empty).  MQ_OK or MQ_ERR_NOMEM. */
+static int snapshot(TopicRegistry *r, TopicSnap **out, size_t *count) {
+    TopicSnap *snap = NULL;
     size_t n = 0;
     pthread_rwlock_rdlock(&r->rw);
     if (r->count > 0) {
@@ -320,16 +329,64 @@ int topic_list(TopicRegistry *r, int (*fn)(void *arg, const MetaTopic *t), void 
             pthread_rwlock_unlock(&r->rw);
             return MQ_ERR_NOMEM;
         }
-        for (size_t i = 0; i < r->nbuckets; i++)
-            for (TopicEntry *e = r->buckets[i]; e; e = e->next) snap[n++] = e->t;
+        for (size_t i = 0; i < r->nbuckets; i++) {
+            for (TopicEntry *e = r->buckets[i]; e; e = e->next) {
+                TopicSnap *s = &snap[n++];
+                s->t = e->t;
+                s->traffic.in_msgs = __atomic_load_n(&e->in_msgs, __ATOMIC_RELAXED);
+                s->traffic.in_bytes = __atomic_load_n(&e->in_bytes, __ATOMIC_RELAXED);
+                s->traffic.out_msgs = __atomic_load_n(&e->out_msgs, __ATOMIC_RELAXED);
+                s->traffic.out_bytes = __atomic_load_n(&e->out_bytes, __ATOMIC_RELAXED);
+            }
+        }
     }
     MQ_ASSERT(n == r->count);
     pthread_rwlock_unlock(&r->rw);
-    if (n > 1) qsort(snap, n, sizeof(*snap), by_name);
+    if (n > 1) qsort(snap, n, sizeof(*snap), snap_by_name);
+    *out = snap;
+    *count = n;
+    return MQ_OK;
+}
+
+int topic_list(TopicRegistry *r, int (*fn)(void *arg, const MetaTopic *t), void *arg) {
+    if (!r || !fn) return MQ_ERR_INVAL;
+    TopicSnap *snap = NULL;
+    size_t n = 0;
+    int rc = snapshot(r, &snap, &n);
+    if (rc != MQ_OK) return rc;
     for (size_t i = 0; i < n; i++)
-        if (fn(arg, &snap[i]) != 0) break;
+        if (fn(arg, &snap[i].t) != 0) break;
     free(snap);
     return MQ_OK;
+}
+
+int topic_traffic_list(TopicRegistry *r,
+                       int (*fn)(void *arg, const MetaTopic *t, const TopicTraffic *tr),
+                       void *arg) {
+    if (!r || !fn) return MQ_ERR_INVAL;
+    TopicSnap *snap = NULL;
+    size_t n = 0;
+    int rc = snapshot(r, &snap, &n);
+    if (rc != MQ_OK) return rc;
+    for (size_t i = 0; i < n; i++)
+        if (fn(arg, &snap[i].t, &snap[i].traffic) != 0) break;
+    free(snap);
+    return MQ_OK;
+}
+
+void topic_count_traffic(TopicRegistry *r, const char *name, bool out, uint64_t msgs,
+                         uint64_t bytes) {
+    if (!r || !name) return;
+    size_t len = name_len(name);
+    if (len == 0 || len > META_NAME_MAX) return;
+    uint64_t hash = mq_hash64(name, len);
+    pthread_rwlock_rdlock(&r->rw);
+    TopicEntry *e = find(r, name, hash);
+    if (e) {
+        __atomic_fetch_add(out ? &e->out_msgs : &e->in_msgs, msgs, __ATOMIC_RELAXED);
+        __atomic_fetch_add(out ? &e->out_bytes : &e->in_bytes, bytes, __ATOMIC_RELAXED);
+    }
+    pthread_rwlock_unlock(&r->rw);
 }
 
 size_t topic_count(TopicRegistry *r) {

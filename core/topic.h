@@ -73,6 +73,26 @@ int topic_delete(TopicRegistry *r, const char *name);
  * registry.  MQ_OK, MQ_ERR_INVAL, MQ_ERR_NOMEM.  Any thread. */
 int topic_list(TopicRegistry *r, int (*fn)(void *arg, const MetaTopic *t), void *arg);
 
+/* Traffic of one topic since the broker started (not persisted): what
+ * producers stored and what pulls and receives handed out, message bodies
+ * in bytes. */
+typedef struct TopicTraffic {
+    uint64_t in_msgs, in_bytes;
+    uint64_t out_msgs, out_bytes;
+} TopicTraffic;
+
+/* topic_count_traffic adds 'msgs' messages of 'bytes' body bytes to the
+ * in (produced, 'out' false) or out (delivered, 'out' true) counters of
+ * 'name'; nothing for an unknown topic.  Read lock + relaxed atomics.  Any
+ * thread. */
+void topic_count_traffic(TopicRegistry *r, const char *name, bool out, uint64_t msgs,
+                         uint64_t bytes);
+
+/* topic_traffic_list is topic_list with each topic's traffic counters. */
+int topic_traffic_list(TopicRegistry *r,
+                       int (*fn)(void *arg, const MetaTopic *t, const TopicTraffic *tr),
+                       void *arg);
+
 /* topic_count returns the number of topics (system ones included). */
 size_t topic_count(TopicRegistry *r);
 

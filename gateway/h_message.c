@@ -5,13 +5,14 @@
  * (GET /v1/topics/{topic}/queues/{queueId}/messages) with long polling
  * ('waitMs': suspended, resumed by the broker's long-polling registry).
  *
- * Produce decodes and checks every message before anything is created or
- * stored, then appends them with one store_put.  Under SYNC_FLUSH the
+ * Produce decodes and checks every message (produce_req.c) before anything
+ * is stored, then appends them with one store_put.  Under SYNC_FLUSH the
  * connection is suspended and resumed by the commit log's flush callback
  * (flusher or completer thread); no MHD worker waits for the disk.
  */
 #define _GNU_SOURCE
 #include "handlers.h"
+#include "produce_req.h"
 #include "req.h"
 
 #include <arpa/inet.h>
@@ -32,300 +33,12 @@
 #include "msg.h"
 #include "topic.h"
 
-#define BATCH_MAX 1000     /* messages in one batch request */
-#define TEXT_MAX 255       /* bytes of a tag, key, sharding key, property name */
-#define KEYS_MAX 32        /* keys of one message */
 #define PULL_MAX 1000      /* largest 'max' of a pull */
 #define PULL_DEFAULT 32    /* 'max' of a pull by default */
 #define PULL_SCAN 16384    /* queue entries one filtered pull looks at, at most */
 #define PULL_TAGS_MAX 32   /* tags in a pull's 'tags' expression */
 #define PULL_WAIT_MAX_MS 30000 /* longest long poll ('waitMs') */
 #define AUTO_QUEUES 4      /* queues of an auto-created topic */
-
-/* ======================================================================
- * Decoding produce requests
- * ====================================================================== */
-
-/* One message as decoded from the request.  Slices borrow from the JSON
- * tree or the request body; the '*_owned' buffers belong to it. */
-typedef struct InMsg {
-    MqSlice body;
-    uint8_t *body_owned;   /* base64-decoded body, or NULL */
-    MqSlice tags;          /* empty = none */
-    char *keys;            /* space-joined keys, malloc'd; NULL = none */
-    MqSlice sharding_key;  /* empty = none */
-    int64_t queue_id;      /* -1 = not given */
-    json_t *props;         /* "properties" object (borrowed), or NULL */
-    const char *raw_keys;  /* raw form: the comma-separated 'keys' parameter */
-    uint8_t *props_buf;    /* encoded properties, malloc'd */
-    size_t props_len;
-    uint32_t queue;        /* the queue chosen */
-    char uniq[MSG_ID_LEN + 1];
-} InMsg;
-
-static void in_msg_clear(InMsg *m) {
-    free(m->body_owned);
-    free(m->keys);
-    free(m->props_buf);
-}
-
-/* Why 'len' bytes at 's' cannot be a tag, key, sharding key or property
- * name: NULL when they can.  'space_ok': spaces allowed inside. */
-static const char *text_problem(const char *s, size_t len, bool space_ok) {
-    if (len == 0) return "is empty";
-    if (len > TEXT_MAX) return "is longer than 255 bytes";
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f) return "contains a control character";
-        if (c == ' ' && !space_ok) return "contains a space";
-    }
-    if (s[0] == ' ' || s[len - 1] == ' ') return "starts or ends with a space";
-    return NULL;
-}
-
-static bool check_tags(MqSlice tags, const char *where, GwProblem *p) {
-    const char *why = text_problem(tags.ptr, tags.len, true);
-    if (!why && memchr(tags.ptr, '|', tags.len)) why = "contains '|'";
-    if (why) return gw_fail(p, 400, "INVALID_FIELD", "%stags %s", where, why);
-    return true;
-}
-
-static bool check_sharding_key(MqSlice key, const char *where, GwProblem *p) {
-    const char *why = text_problem(key.ptr, key.len, true);
-    if (why) return gw_fail(p, 400, "INVALID_FIELD", "%sshardingKey %s", where, why);
-    return true;
-}
-
-/* Appends one key to m->keys (space-joined). */
-static bool add_key(InMsg *m, const char *k, size_t len, size_t idx, const char *where,
-                    GwProblem *p) {
-    const char *why = text_problem(k, len, false);
-    if (why) return gw_fail(p, 400, "INVALID_FIELD", "%skeys[%zu] %s", where, idx, why);
-    if (idx >= KEYS_MAX) {
-        return gw_fail(p, 400, "INVALID_FIELD", "%skeys has more than %d keys", where, KEYS_MAX);
-    }
-    size_t old = m->keys ? strlen(m->keys) : 0;
-    char *nk = realloc(m->keys, old + len + 2);
-    if (!nk) return gw_fail(p, 503, "OUT_OF_MEMORY", "out of memory");
-    if (old) nk[old++] = ' ';
-    memcpy(nk + old, k, len);
-    nk[old + len] = '\0';
-    m->keys = nk;
-    return true;
-}
-
-static bool is_delay_field(const char *name) {
-    return strcmp(name, "delayLevel") == 0 || strcmp(name, "deliverAt") == 0 ||
-           strcmp(name, "delayMs") == 0;
-}
-
-static bool unsupported_delay(const char *where, const char *name, GwProblem *p) {
-    return gw_fail(p, 400, "UNSUPPORTED_FIELD",
-                "%s%s: delayed messages are not supported yet (they come in a later release)",
-                where, name);
-}
-
-/* Decodes one JSON message object into 'm'. 'where' prefixes messages
- * ("" or "messages[3]."). */
-static bool decode_json_msg(json_t *o, InMsg *m, const char *where, size_t max_body,
-                            GwProblem *p) {
-    m->queue_id = -1;
-    if (!json_is_object(o)) return gw_fail(p, 400, "INVALID_FIELD", "%smessage must be an "
-                                        "object", where);
-    json_t *body = NULL;
-    const char *enc = "utf8";
-    const char *key;
-    json_t *v;
-    json_object_foreach(o, key, v) {
-        if (strcmp(key, "body") == 0) {
-            if (!json_is_string(v))
-                return gw_fail(p, 400, "INVALID_FIELD", "%sbody must be a string", where);
-            body = v;
-        } else if (strcmp(key, "bodyEncoding") == 0) {
-            enc = json_string_value(v);
-            if (!enc || (strcmp(enc, "utf8") != 0 && strcmp(enc, "base64") != 0)) {
-                return gw_fail(p, 400, "INVALID_FIELD",
-                            "%sbodyEncoding must be \"utf8\" or \"base64\"", where);
-            }
-        } else if (strcmp(key, "tags") == 0) {
-            if (!json_is_string(v))
-                return gw_fail(p, 400, "INVALID_FIELD", "%stags must be a string", where);
-            m->tags = mq_slice(json_string_value(v), json_string_length(v));
-            if (!check_tags(m->tags, where, p)) return false;
-        } else if (strcmp(key, "keys") == 0) {
-            if (!json_is_array(v)) {
-                return gw_fail(p, 400, "INVALID_FIELD", "%skeys must be an array of strings",
-                            where);
-            }
-            size_t i;
-            json_t *k;
-            json_array_foreach(v, i, k) {
-                if (!json_is_string(k)) {
-                    return gw_fail(p, 400, "INVALID_FIELD", "%skeys[%zu] must be a string", where,
-                                i);
-                }
-                if (!add_key(m, json_string_value(k), json_string_length(k), i, where, p))
-                    return false;
-            }
-        } else if (strcmp(key, "properties") == 0) {
-            if (!json_is_object(v)) {
-                return gw_fail(p, 400, "INVALID_FIELD", "%sproperties must be an object", where);
-            }
-            m->props = v;
-        } else if (strcmp(key, "shardingKey") == 0) {
-            if (!json_is_string(v))
-                return gw_fail(p, 400, "INVALID_FIELD", "%sshardingKey must be a string", where);
-            m->sharding_key = mq_slice(json_string_value(v), json_string_length(v));
-            if (!check_sharding_key(m->sharding_key, where, p)) return false;
-        } else if (strcmp(key, "queueId") == 0) {
-            if (!json_is_integer(v) || json_integer_value(v) < 0) {
-                return gw_fail(p, 400, "INVALID_FIELD",
-                            "%squeueId must be a non-negative integer", where);
-            }
-            m->queue_id = json_integer_value(v);
-        } else if (is_delay_field(key)) {
-            return unsupported_delay(where, key, p);
-        } else {
-            return gw_fail(p, 400, "UNKNOWN_FIELD", "%sunknown field '%.64s'", where, key);
-        }
-    }
-    if (!body) return gw_fail(p, 400, "INVALID_FIELD", "%sbody is required", where);
-    const char *s = json_string_value(body);
-    size_t len = json_string_length(body);
-    if (strcmp(enc, "base64") == 0) {
-        size_t n = 0;
-        int rc = js_b64_decode(s, len, &m->body_owned, &n);
-        if (rc == MQ_ERR_NOMEM) return gw_fail(p, 503, "OUT_OF_MEMORY", "out of memory");
-        if (rc != MQ_OK) {
-            return gw_fail(p, 400, "INVALID_FIELD", "%sbody is not valid base64 (standard "
-                        "alphabet, padded)", where);
-        }
-        m->body = mq_slice(m->body_owned, n);
-    } else {
-        m->body = mq_slice(s, len);
-    }
-    if (m->body.len == 0) return gw_fail(p, 400, "INVALID_FIELD", "%sbody is empty", where);
-    if (m->body.len > max_body) {
-        return gw_fail(p, 413, "PAYLOAD_TOO_LARGE", "%sbody of %zu bytes is over maxMessageSize "
-                    "(%zu bytes)", where, m->body.len, max_body);
-    }
-    return true;
-}
-
-/* Raw form: the body is the message; the rest comes from the query. */
-static bool decode_raw(GwRequest *r, InMsg *m, size_t max_body, GwProblem *p) {
-    static const char *const known[] = {"tags", "keys", "shardingKey", "queueId",
-                                        "delayLevel", "delayMs", "deliverAt", NULL};
-    m->queue_id = -1;
-    const char *bad = gw_query_unknown(r, known);
-    if (bad) return gw_fail(p, 400, "UNKNOWN_FIELD", "unknown query parameter '%.64s'", bad);
-    for (size_t i = 4; known[i]; i++) {
-        if (gw_query(r, known[i])) return unsupported_delay("", known[i], p);
-    }
-    const char *v = gw_query(r, "tags");
-    if (v) {
-        m->tags = mq_slice(v, strlen(v));
-        if (!check_tags(m->tags, "", p)) return false;
-    }
-    v = gw_query(r, "keys");
-    if (v) {
-        size_t idx = 0;
-        const char *s = v;
-        for (;;) {
-            const char *comma = strchr(s, ',');
-            size_t len = comma ? (size_t)(comma - s) : strlen(s);
-            if (!add_key(m, s, len, idx++, "", p)) return false;
-            if (!comma) break;
-            s = comma + 1;
-        }
-    }
-    v = gw_query(r, "shardingKey");
-    if (v) {
-        m->sharding_key = mq_slice(v, strlen(v));
-        if (!check_sharding_key(m->sharding_key, "", p)) return false;
-    }
-    v = gw_query(r, "queueId");
-    if (v && !gw_parse_u63(v, &m->queue_id)) {
-        return gw_fail(p, 400, "INVALID_FIELD", "queueId must be a non-negative integer");
-    }
-    m->body = mq_slice(r->body ? r->body : "", r->body_len);
-    if (m->body.len == 0) return gw_fail(p, 400, "INVALID_FIELD", "body is empty");
-    if (m->body.len > max_body) {
-        return gw_fail(p, 413, "PAYLOAD_TOO_LARGE", "body of %zu bytes is over maxMessageSize "
-                    "(%zu bytes)", m->body.len, max_body);
-    }
-    return true;
-}
-
-/* Encodes the properties of 'm': user properties, then TAGS, KEYS,
- * UNIQ_KEY, __SHARDINGKEY. */
-static bool encode_props(InMsg *m, const uint8_t ip[4], const char *where, GwProblem *p) {
-    size_t n_user = m->props ? json_object_size(m->props) : 0;
-    MsgProp *props = calloc(n_user + 4, sizeof(*props));
-    if (!props) return gw_fail(p, 503, "OUT_OF_MEMORY", "out of memory");
-    size_t n = 0;
-    bool ok = false;
-    if (m->props) {
-        const char *name;
-        json_t *v;
-        json_object_foreach(m->props, name, v) {
-            MqSlice ns = mq_slice(name, strlen(name));
-            const char *why = text_problem(name, ns.len, true);
-            if (why) {
-                gw_fail(p, 400, "INVALID_FIELD", "%sproperty name '%.64s' %s", where, name, why);
-                goto out;
-            }
-            if (msg_prop_name_reserved(ns)) {
-                gw_fail(p, 400, "INVALID_FIELD", "%sproperty name '%.64s' is reserved for the "
-                     "broker", where, name);
-                goto out;
-            }
-            if (!json_is_string(v)) {
-                gw_fail(p, 400, "INVALID_FIELD", "%sproperty '%.64s' must be a string", where,
-                     name);
-                goto out;
-            }
-            MqSlice vs = mq_slice(json_string_value(v), json_string_length(v));
-            if (memchr(vs.ptr, MSG_PROP_NAME_SEP, vs.len) ||
-                memchr(vs.ptr, MSG_PROP_PAIR_SEP, vs.len) || memchr(vs.ptr, 0, vs.len)) {
-                gw_fail(p, 400, "INVALID_FIELD", "%sproperty '%.64s' contains a byte 0x00, 0x01 "
-                     "or 0x02", where, name);
-                goto out;
-            }
-            props[n++] = (MsgProp){ns, vs};
-        }
-    }
-    if (m->tags.len) props[n++] = (MsgProp){mq_slice(MSG_PROP_TAGS, 4), m->tags};
-    if (m->keys) {
-        props[n++] = (MsgProp){mq_slice(MSG_PROP_KEYS, 4), mq_slice(m->keys, strlen(m->keys))};
-    }
-    msg_uniq_id(ip, m->uniq);
-    props[n++] = (MsgProp){mq_slice(MSG_PROP_UNIQ_KEY, strlen(MSG_PROP_UNIQ_KEY)),
-                           mq_slice(m->uniq, MSG_ID_LEN)};
-    if (m->sharding_key.len) {
-        props[n++] = (MsgProp){mq_slice(MSG_PROP_SHARDING_KEY, strlen(MSG_PROP_SHARDING_KEY)),
-                               m->sharding_key};
-    }
-    size_t need = 0;
-    if (msg_props_encode(props, n, NULL, 0, &need) != MQ_OK) {
-        gw_fail(p, 400, "INVALID_FIELD", "%sproperties, tags and keys together are over %d "
-             "bytes", where, CL_PROPS_MAX);
-        goto out;
-    }
-    m->props_buf = malloc(need ? need : 1);
-    if (!m->props_buf) {
-        gw_fail(p, 503, "OUT_OF_MEMORY", "out of memory");
-        goto out;
-    }
-    if (msg_props_encode(props, n, m->props_buf, need, &m->props_len) != MQ_OK) {
-        gw_fail(p, 400, "INVALID_FIELD", "%sproperties cannot be encoded", where);
-        goto out;
-    }
-    ok = true;
-out:
-    free(props);
-    return ok;
-}
 
 /* ======================================================================
  * Produce
@@ -373,17 +86,97 @@ static void set_status(json_t *answer, const char *status) {
     }
 }
 
-/* Answers a produce after its flush (or at once under ASYNC_FLUSH). */
-static enum MHD_Result answer_produce(GwRequest *r, json_t *answer, int flush_status) {
+#define IDEM_HEADER "Idempotency-Key"
+
+/* The produce's Idempotency-Key, when it claimed one (idem.h): the claim
+ * is settled exactly once, by answer_produce or by the handler's error
+ * exit. */
+typedef struct IdemRef {
+    IdemTable *table;
+    const char *topic; /* borrowed from the request */
+    const char *key;
+} IdemRef;
+
+/* Answers a produce after its flush (or at once under ASYNC_FLUSH), and
+ * remembers the answer under its Idempotency-Key ('idem' NULL: none). */
+static enum MHD_Result answer_produce(GwRequest *r, json_t *answer, int flush_status,
+                                      const IdemRef *idem) {
     if (flush_status == MQ_ERR_TIMEOUT) {
         set_status(answer, "FLUSH_DISK_TIMEOUT");
     } else if (flush_status != MQ_OK) {
         json_decref(answer);
+        if (idem) idem_abort(idem->table, idem->topic, idem->key);
         return gw_reply_error(r, 503, "FLUSH_FAILED", "the message was written but the disk "
                               "flush failed (%s); the store is now read-only",
                               mq_strerror(flush_status));
     }
-    return gw_reply_json(r, 200, answer);
+    if (!idem) return gw_reply_json(r, 200, answer);
+    size_t len = 0;
+    char *buf = js_dump(answer, &len);
+    json_decref(answer);
+    if (!buf) {
+        idem_abort(idem->table, idem->topic, idem->key);
+        return MHD_NO;
+    }
+    idem_finish(idem->table, idem->topic, idem->key, 200, buf, len);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(buf);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    return gw_reply(r, 200, resp);
+}
+
+/* The claim of request 'r' on 'topic', or NULL when it sent no key (a
+ * request that sent one has claimed it by the time it is answered). */
+static const IdemRef *idem_ref(GwRequest *r, const char *topic, IdemRef *buf) {
+    const char *key = gw_header(r, IDEM_HEADER);
+    if (!key) return NULL;
+    *buf = (IdemRef){broker_idempotency(gw_broker(r)), topic, key};
+    return buf;
+}
+
+/* Replays a remembered answer, marked with Idempotency-Replayed. */
+static enum MHD_Result reply_replayed(GwRequest *r, IdemAnswer *a) {
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(a->len, a->body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(a->body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(resp, "Idempotency-Replayed", "true");
+    return gw_reply(r, a->status, resp);
+}
+
+/* Checks the Idempotency-Key of a produce on 'topic', if any.  Returns
+ * true when the request goes on ('*claimed' says whether it holds a
+ * claim to settle); false when it has been answered ('*ret'): a replay,
+ * a 409 while the first is in progress, or a 400 for a malformed key. */
+static bool idem_check(GwRequest *r, const char *topic, bool *claimed, enum MHD_Result *ret) {
+    *claimed = false;
+    const char *key = gw_header(r, IDEM_HEADER);
+    if (!key) return true;
+    if (!idem_key_valid(key)) {
+        *ret = gw_reply_error(r, 400, "INVALID_HEADER", "%s must be 1 to %d printable ASCII "
+                              "characters without spaces", IDEM_HEADER, IDEM_KEY_MAX);
+        return false;
+    }
+    IdemAnswer a = {0};
+    switch (idem_begin(broker_idempotency(gw_broker(r)), topic, key, mq_now_ms(), &a)) {
+    case IDEM_NEW:
+        *claimed = true;
+        return true;
+    case IDEM_DONE:
+        *ret = reply_replayed(r, &a);
+        return false;
+    case IDEM_PENDING:
+        break;
+    }
+    *ret = gw_reply_error(r, 409, "IDEMPOTENCY_KEY_IN_USE", "a request with %s '%s' on topic "
+                          "'%s' is still in progress; retry later", IDEM_HEADER, key, topic);
+    return false;
 }
 
 /* Flush callback: flusher or completer thread.  Touches nothing after
@@ -400,7 +193,9 @@ static enum MHD_Result produce_resumed(GwRequest *r, const RtMatch *m) {
     ProduceCtx *c = r->ctx;
     json_t *answer = c->answer;
     c->answer = NULL;
-    return answer_produce(r, answer, atomic_load(&c->flush_status));
+    IdemRef buf;
+    return answer_produce(r, answer, atomic_load(&c->flush_status),
+                          idem_ref(r, rt_param(&r->match, "topic"), &buf));
 }
 
 /* born_host: the client's IPv4 and port (zeros for other families). */
@@ -431,6 +226,22 @@ static enum MHD_Result reply_topic_err(GwRequest *r, int rc, const char *topic, 
     return gw_reply_err(r, rc, topic);
 }
 
+/* Raw form: the body is the message; the rest comes from the query. */
+static bool decode_raw(GwRequest *r, size_t max_body, ProduceReq *out, GwProblem *p) {
+    static const char *const known[] = {"tags", "keys", "shardingKey", "queueId",
+                                        "delayLevel", "delayMs", "deliverAt", NULL};
+    const char *bad = gw_query_unknown(r, known);
+    if (bad) return gw_fail(p, 400, "UNKNOWN_FIELD", "unknown query parameter '%.64s'", bad);
+    ProduceRawParams q = {.tags = gw_query(r, "tags"),
+                          .keys = gw_query(r, "keys"),
+                          .sharding_key = gw_query(r, "shardingKey"),
+                          .queue_id = gw_query(r, "queueId"),
+                          .delay_level = gw_query(r, "delayLevel"),
+                          .delay_ms = gw_query(r, "delayMs"),
+                          .deliver_at = gw_query(r, "deliverAt")};
+    return pr_decode_raw(&q, r->body, r->body_len, max_body, out, p);
+}
+
 /* POST /v1/topics/{topic}/messages */
 enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
     Broker *b = gw_broker(r);
@@ -447,36 +258,40 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
     size_t max_body = (size_t)conf->max_message_size;
     GwProblem prob = {0};
     json_t *root = NULL;
-    json_t *batch = NULL;
-    size_t count = 1;
+    ProduceReq req = {0};
     if (kind == 'J') {
         if (!gw_json_object(r, false, &root, &prob)) return gw_reply_problem(r, &prob);
-        if (!gw_json_batch(root, "messages", BATCH_MAX, &batch, &count, &prob)) {
+        if (!pr_decode_json(root, max_body, &req, &prob)) {
             json_decref(root);
             return gw_reply_problem(r, &prob);
         }
+    } else {
+        if (!decode_raw(r, max_body, &req, &prob)) return gw_reply_problem(r, &prob);
     }
 
-    InMsg *msgs = calloc(count, sizeof(*msgs));
+    size_t count = req.count;
+    bool batch = req.batch;
     ClMessage *cms = calloc(count, sizeof(*cms));
     ClAppendResult *res = calloc(count, sizeof(*res));
     ProduceCtx *ctx = NULL;
     json_t *answer = NULL;
-    if (!msgs || !cms || !res) {
+    bool claimed = false; /* holds an Idempotency-Key claim */
+    bool settled = false; /* the claim is answer_produce's to settle */
+    IdemRef idem_buf;
+    if (!cms || !res) {
         ret = gw_reply_err(r, MQ_ERR_NOMEM, "produce");
         goto out;
     }
+    /* Every message is checked (properties too) before the topic may be
+     * auto-created: a rejected request leaves nothing behind. */
+    const uint8_t *ip = broker_store_host(b);
     for (size_t i = 0; i < count; i++) {
-        char where[32] = "";
-        if (batch) snprintf(where, sizeof(where), "messages[%zu].", i);
-        bool ok = kind == 'R' ? decode_raw(r, &msgs[i], max_body, &prob)
-                              : decode_json_msg(batch ? json_array_get(batch, i) : root,
-                                                &msgs[i], where, max_body, &prob);
-        if (!ok) {
+        if (!pr_encode_props(&req.msgs[i], ip, &prob)) {
             ret = gw_reply_problem(r, &prob);
             goto out;
         }
     }
+    if (!idem_check(r, topic, &claimed, &ret)) goto out;
 
     TopicRegistry *reg = broker_topics(b);
     MetaTopic t;
@@ -487,28 +302,24 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
     }
     uint8_t born[8];
     client_host(r, born);
-    const uint8_t *ip = broker_store_host(b);
     int64_t now = mq_now_ms();
+    uint64_t body_bytes = 0;
     for (size_t i = 0; i < count; i++) {
-        InMsg *im = &msgs[i];
-        char where[32] = "";
-        if (batch) snprintf(where, sizeof(where), "messages[%zu].", i);
-        rc = topic_select_queue(reg, &t, im->queue_id, im->sharding_key, &im->queue);
+        ProduceMsg *pm = &req.msgs[i];
+        uint32_t queue = 0;
+        rc = topic_select_queue(reg, &t, pm->queue_id, pm->sharding_key, &queue);
         if (rc != MQ_OK) {
             ret = gw_reply_error(r, 400, "INVALID_FIELD", "%squeueId %lld is out of range: "
-                                 "topic '%s' has %u write queues", where,
-                                 (long long)im->queue_id, topic, t.write_queues);
+                                 "topic '%s' has %u write queues", pm->where,
+                                 (long long)pm->queue_id, topic, t.write_queues);
             goto out;
         }
-        if (!encode_props(im, ip, where, &prob)) {
-            ret = gw_reply_problem(r, &prob);
-            goto out;
-        }
+        body_bytes += pm->body.len;
         cms[i] = (ClMessage){.topic = mq_slice(topic, strlen(topic)),
-                             .queue_id = im->queue,
+                             .queue_id = queue,
                              .born_ts = now,
-                             .body = im->body,
-                             .props = mq_slice(im->props_buf, im->props_len)};
+                             .body = pm->body,
+                             .props = mq_slice(pm->props_buf, pm->props_len)};
         memcpy(cms[i].born_host, born, 8);
     }
 
@@ -521,6 +332,7 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
                   : gw_reply_err(r, rc, "append");
         goto out;
     }
+    topic_count_traffic(reg, topic, false, count, body_bytes);
 
     json_t *results = batch ? json_array() : NULL;
     answer = batch ? json_pack("{s:o}", "results", results) : NULL;
@@ -532,9 +344,9 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
         char id[MSG_ID_LEN + 1];
         msg_id_encode(ip, res[i].phys_off, id);
         json_t *one = json_pack("{s:s, s:s, s:I, s:I, s:n, s:s}", "status", "SEND_OK", "msgId",
-                                id, "queueId", (json_int_t)msgs[i].queue, "queueOffset",
+                                id, "queueId", (json_int_t)cms[i].queue_id, "queueOffset",
                                 (json_int_t)res[i].queue_off, "transactionId", "uniqueId",
-                                msgs[i].uniq);
+                                req.msgs[i].uniq);
         if (!batch) {
             answer = one;
         } else if (one) {
@@ -546,15 +358,17 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
         goto out;
     }
 
+    settled = true;
+    const IdemRef *idem = claimed ? idem_ref(r, topic, &idem_buf) : NULL;
     if (conf->flush_disk_type != CONF_SYNC_FLUSH) {
-        ret = answer_produce(r, answer, MQ_OK);
+        ret = answer_produce(r, answer, MQ_OK, idem);
         answer = NULL;
         goto out;
     }
     ctx = calloc(1, sizeof(*ctx));
     if (!ctx) {
         /* Stored but durability unknown: say so rather than fail. */
-        ret = answer_produce(r, answer, MQ_ERR_TIMEOUT);
+        ret = answer_produce(r, answer, MQ_ERR_TIMEOUT, idem);
         answer = NULL;
         goto out;
     }
@@ -577,9 +391,9 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
     ret = MHD_YES;
 
 out:
+    if (claimed && !settled) idem_abort(broker_idempotency(b), topic, gw_header(r, IDEM_HEADER));
     json_decref(answer);
-    for (size_t i = 0; msgs && i < count; i++) in_msg_clear(&msgs[i]);
-    free(msgs);
+    pr_req_clear(&req);
     free(cms);
     free(res);
     json_decref(root);
@@ -715,6 +529,7 @@ typedef struct PullRead {
     uint64_t next;      /* nextOffset */
     uint64_t qmin;      /* the queue's min and max offsets when read */
     uint64_t qmax;
+    uint64_t bytes;     /* body bytes of the messages returned */
 } PullRead;
 
 /* Reads up to 'max' messages of queue ('ts', 'queue_id') from 'from' that
@@ -724,6 +539,7 @@ static int pull_read(Store *st, MqSlice ts, uint32_t queue_id, uint64_t from, in
                      PullRead *out) {
     store_queue_range(st, ts, queue_id, &out->qmin, &out->qmax);
     out->next = from;
+    out->bytes = 0;
     if (from < out->qmin) {
         out->status = "OFFSET_TOO_SMALL";
         out->next = out->qmin;
@@ -755,7 +571,7 @@ static int pull_read(Store *st, MqSlice ts, uint32_t queue_id, uint64_t from, in
         }
         if (all || tag_matches(&rec, tags, n_tags)) {
             json_t *one = js_message(&rec);
-            if (one) json_array_append_new(list, one);
+            if (one && json_array_append_new(list, one) == 0) out->bytes += rec.body.len;
         }
         mf_unref(&ref);
     }
@@ -839,6 +655,7 @@ enum MHD_Result h_message_pull(GwRequest *r, const RtMatch *m) {
         json_decref(list);
         return MHD_YES;
     }
+    topic_count_traffic(broker_topics(b), topic, true, json_array_size(list), pr.bytes);
     json_t *root = json_pack("{s:s, s:o, s:I, s:I, s:I}", "status", pr.status, "messages", list,
                              "nextOffset", (json_int_t)pr.next, "minOffset",
                              (json_int_t)pr.qmin, "maxOffset", (json_int_t)pr.qmax);

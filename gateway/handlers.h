@@ -15,6 +15,8 @@
 /* h_admin.c: operations. */
 enum MHD_Result h_admin_healthz(GwRequest *r, const RtMatch *m); /* GET /healthz */
 enum MHD_Result h_admin_root(GwRequest *r, const RtMatch *m);    /* GET / -> /console/ */
+enum MHD_Result h_admin_metrics(GwRequest *r, const RtMatch *m); /* GET /metrics */
+enum MHD_Result h_admin_broker(GwRequest *r, const RtMatch *m);  /* GET /v1/broker */
 
 /* h_message.c: produce, get by id, classic pull. */
 enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m); /* POST .../messages */

@@ -25,6 +25,7 @@
 
 #include "handlers.h"
 #include "json.h"
+#include "metrics.h"
 #include "mq.h"
 
 #define STOP_GRACE_MS 2000 /* longest wait for requests in progress at stop */
@@ -34,6 +35,9 @@ struct Gw {
     Broker *broker;       /* borrowed */
     int web_fd;           /* O_PATH directory fd of the web root, -1 = none */
     size_t max_body;      /* bytes */
+    unsigned max_headers; /* more request headers: 431 */
+    GwMetrics *metrics;   /* per-route counters */
+    int64_t started_ms;   /* wall clock at gw_start */
     atomic_int in_flight; /* requests between first call and completion */
     atomic_int suspended; /* requests suspended and not yet resumed */
     int64_t suspend_grace_ms; /* longest wait for suspended ones at stop */
@@ -44,6 +48,8 @@ struct Gw {
 
 static const RtRoute routes[] = {
     {"GET", "/healthz", h_admin_healthz},
+    {"GET", "/metrics", h_admin_metrics},
+    {"GET", "/v1/broker", h_admin_broker},
     {"GET", "/", h_admin_root},
     {"GET", "/console/{path*}", h_static_get},
     {"GET", "/v1/topics", h_topic_list},
@@ -73,6 +79,7 @@ enum MHD_Result gw_reply(GwRequest *r, unsigned status, struct MHD_Response *res
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     }
     enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
+    if (ret == MHD_YES) r->status = status;
     MHD_destroy_response(resp);
     return ret;
 }
@@ -135,6 +142,16 @@ int gw_web_dirfd(const GwRequest *r) {
 
 bool gw_is_stopping(const GwRequest *r) {
     return atomic_load(&r->gw->stopping);
+}
+
+GwMetrics *gw_metrics(const GwRequest *r) {
+    return r->gw->metrics;
+}
+
+void gw_runtime(const GwRequest *r, GwRuntime *out) {
+    out->in_flight = atomic_load(&r->gw->in_flight);
+    out->suspended = atomic_load(&r->gw->suspended);
+    out->started_ms = r->gw->started_ms;
 }
 
 const char *gw_query(const GwRequest *r, const char *name) {
@@ -284,8 +301,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->conn = conn;
         r->method = method;
         r->path = url;
+        r->start_ns = mq_mono_ns();
         *con_cls = r;
         atomic_fetch_add(&gw->in_flight, 1);
+        /* Counted here, before any body arrives; MHD itself answers 431
+         * (not JSON) when the headers overflow the connection's memory. */
+        int nheaders = MHD_get_connection_values(conn, MHD_HEADER_KIND, NULL, NULL);
+        if (nheaders < 0 || (unsigned)nheaders > gw->max_headers) {
+            return gw_reply_error(r, MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE,
+                                  "TOO_MANY_HEADERS", "%d request headers, at most %u allowed",
+                                  nheaders, gw->max_headers);
+        }
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl) {
@@ -314,6 +340,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     Gw *gw = cls;
     GwRequest *r = *con_cls;
     if (!r) return;
+    gwm_request_done(gw->metrics, r->match.route, r->status, mq_mono_ns() - r->start_ns);
     if (r->ctx) {
         if (r->ctx_free) {
             r->ctx_free(r->ctx);
@@ -347,6 +374,7 @@ void gw_config_defaults(GwConfig *cfg) {
     cfg->conn_limit = 4096;
     cfg->conn_timeout_s = 60;
     cfg->conn_memory = 64 * 1024;
+    cfg->max_headers = 100;
 }
 
 int gw_listen(const uint8_t ip[4], uint16_t port, int *fd, uint16_t *bound) {
@@ -405,6 +433,16 @@ int gw_start(const GwConfig *cfg, Broker *broker, Gw **out) {
     }
     gw->broker = broker;
     gw->max_body = cfg->max_body;
+    gw->max_headers = cfg->max_headers;
+    gw->started_ms = mq_now_ms();
+    size_t nroutes = 0;
+    const RtRoute *table = gw_routes(&nroutes);
+    gw->metrics = gwm_new(table, nroutes);
+    if (!gw->metrics) {
+        close(cfg->listen_fd);
+        free(gw);
+        return MQ_ERR_NOMEM;
+    }
     atomic_init(&gw->in_flight, 0);
     atomic_init(&gw->suspended, 0);
     gw->suspend_grace_ms = broker_config(broker)->sync_flush_timeout_ms + 1000;
@@ -431,6 +469,7 @@ int gw_start(const GwConfig *cfg, Broker *broker, Gw **out) {
         MQ_ERROR("cannot start the http daemon");
         close(cfg->listen_fd);
         if (gw->web_fd >= 0) close(gw->web_fd);
+        gwm_free(gw->metrics);
         free(gw);
         return MQ_ERR_IO;
     }
@@ -459,5 +498,6 @@ void gw_stop(Gw *gw) {
     if (left > 0) MQ_WARN("stopping with %d request(s) still in progress", left);
     MHD_stop_daemon(gw->daemon);
     if (gw->web_fd >= 0) close(gw->web_fd);
+    gwm_free(gw->metrics);
     free(gw);
 }

@@ -38,6 +38,8 @@ typedef struct GwRequest {
                                   * instead of routing when MHD calls again */
     void *ctx;                   /* handler state across a suspension */
     void (*ctx_free)(void *ctx); /* frees 'ctx' at completion; NULL = free() */
+    int64_t start_ns;            /* mq_mono_ns() when the headers arrived */
+    unsigned status;             /* HTTP status queued; 0 = none yet */
 } GwRequest;
 
 typedef struct GwConfig {
@@ -48,10 +50,12 @@ typedef struct GwConfig {
     unsigned conn_limit;     /* concurrent connections */
     unsigned conn_timeout_s; /* idle connection timeout, seconds */
     size_t conn_memory;      /* per-connection MHD memory pool, bytes */
+    unsigned max_headers;    /* more request headers get 431 */
 } GwConfig;
 
 /* gw_config_defaults fills 'cfg' with the defaults (2 threads, 4096
- * connections, 60 s idle timeout, 64 KiB per connection, listen_fd -1). */
+ * connections, 60 s idle timeout, 64 KiB per connection, 100 headers,
+ * listen_fd -1). */
 void gw_config_defaults(GwConfig *cfg);
 
 /* gw_listen creates a TCP socket bound to 'ip' (IPv4, network order) and
@@ -74,6 +78,9 @@ void gw_stop(Gw *gw);
 Broker *gw_broker(const GwRequest *r);
 int gw_web_dirfd(const GwRequest *r); /* -1 when the web root is missing */
 bool gw_is_stopping(const GwRequest *r);
+struct GwMetrics *gw_metrics(const GwRequest *r);
+struct GwRuntime;
+void gw_runtime(const GwRequest *r, struct GwRuntime *out); /* counters now */
 
 /* gw_query returns the percent-decoded query parameter 'name' ("" for a
  * parameter given without a value), or NULL when absent.  Borrowed from

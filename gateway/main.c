@@ -20,8 +20,8 @@
 #include "config.h"
 #include "http.h"
 #include "mq.h"
+#include "version.h"
 
-#define PETREL_VERSION "0.1.0"
 #define BODY_SLACK (64u * 1024) /* request bytes allowed beyond maxMessageSize */
 
 typedef struct Command {
@@ -141,6 +141,10 @@ static int run_server(const Command *cmd, int argc, char **argv) {
     gc.listen_fd = fd;
     gc.web_root = conf.web_root;
     gc.max_body = (size_t)conf.max_message_size + BODY_SLACK;
+    gc.threads = (unsigned)conf.http_threads;
+    gc.conn_limit = (unsigned)conf.http_max_connections;
+    gc.conn_timeout_s = (unsigned)conf.http_connection_timeout_s;
+    gc.max_headers = (unsigned)conf.http_max_headers;
     Gw *gw = NULL;
     if (gw_start(&gc, broker, &gw) != MQ_OK) {
         broker_close(broker);

@@ -289,6 +289,7 @@ struct CommitLog {
     size_t scratch_cap;    /* bytes */
 
     uint64_t flushed;      /* atomic: durable below */
+    MqHist flush_hist;     /* duration of each flush that synced bytes */
     pthread_mutex_t flush_lock;
     pthread_cond_t flush_cond;
     bool flush_requested;  /* under flush_lock */
@@ -431,6 +432,7 @@ static void advance_flushed(CommitLog *cl, uint64_t to) {
 static int flush_to(CommitLog *cl, uint64_t target) {
     uint64_t from = load64(&cl->flushed);
     if (target <= from) return MQ_OK;
+    int64_t t0 = mq_mono_ns();
     uint64_t seg = cl->cfg.segment_size;
     uint64_t first = from / seg * seg;
     for (uint64_t base = first; base < target; base += seg) {
@@ -442,6 +444,7 @@ static int flush_to(CommitLog *cl, uint64_t target) {
         }
         advance_flushed(cl, base + seg < target ? base + seg : target);
     }
+    mq_hist_observe(&cl->flush_hist, mq_mono_ns() - t0);
     return MQ_OK;
 }
 
@@ -1087,6 +1090,10 @@ int cl_flush_now(CommitLog *cl) {
 }
 
 uint64_t cl_write_offset(CommitLog *cl) { return load64(&cl->write_pos); }
+void cl_flush_latency(CommitLog *cl, MqHistSnap *out) {
+    mq_hist_read(&cl->flush_hist, out);
+}
+
 uint64_t cl_flushed_offset(CommitLog *cl) { return load64(&cl->flushed); }
 uint64_t cl_min_offset(CommitLog *cl) { return load64(&cl->min_off); }
 

@@ -41,6 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hist.h"
 #include "mfile.h"
 #include "mq.h"
 
@@ -209,6 +210,9 @@ int cl_flush_now(CommitLog *cl);
  * flushed: durable below it; min: first byte of the oldest segment. */
 uint64_t cl_write_offset(CommitLog *cl);
 uint64_t cl_flushed_offset(CommitLog *cl);
+/* cl_flush_latency reads the histogram of flush durations (every flush
+ * that synced bytes: the flusher's and cl_flush_now's).  Any thread. */
+void cl_flush_latency(CommitLog *cl, MqHistSnap *out);
 uint64_t cl_min_offset(CommitLog *cl);
 
 /* cl_read decodes the record at 'phys_off' and hands back a ref on its

@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "io.h"
+#include "mq.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -52,6 +53,14 @@ int mq_write_all(int fd, const void *buf, size_t len, off_t off) {
         off += n;
     }
     return 0;
+}
+
+int mq_disk_space(const char *path, uint64_t *total, uint64_t *avail) {
+    struct statvfs st;
+    if (mq_io->statvfs(path, &st) != 0) return MQ_ERR_IO;
+    *total = (uint64_t)st.f_blocks * st.f_frsize;
+    *avail = (uint64_t)st.f_bavail * st.f_frsize;
+    return MQ_OK;
 }
 
 double mq_disk_used_ratio(const char *path) {

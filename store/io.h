@@ -9,6 +9,7 @@
 #ifndef PETREL_IO_H
 #define PETREL_IO_H
 
+#include <stdint.h>
 #include <stddef.h>
 #include <sys/statvfs.h>
 #include <sys/types.h>
@@ -41,5 +42,9 @@ int mq_write_all(int fd, const void *buf, size_t len, off_t off);
 /* mq_disk_used_ratio returns the used fraction (0..1) of the filesystem
  * holding 'path', as df counts it, or -1 on error. */
 double mq_disk_used_ratio(const char *path);
+
+/* mq_disk_space fills the size of the filesystem holding 'path' and the
+ * bytes available to unprivileged users.  MQ_OK or MQ_ERR_IO. */
+int mq_disk_space(const char *path, uint64_t *total, uint64_t *avail);
 
 #endif

@@ -978,6 +978,10 @@ void store_stats(Store *st, StoreStats *out) {
     out->refusal = cl_refusal(st->cl);
     out->recovered_from_crash = st->crashed;
     out->recovery_ms = st->recovery_ms;
+    if (mq_disk_space(st->dir, &out->disk_total_bytes, &out->disk_avail_bytes) != MQ_OK) {
+        out->disk_total_bytes = out->disk_avail_bytes = 0;
+    }
+    cl_flush_latency(st->cl, &out->flush_latency);
 }
 
 CommitLog *store_commitlog(Store *st) { return st->cl; }

@@ -25,6 +25,7 @@
 
 #include "commitlog.h"
 #include "consumequeue.h"
+#include "hist.h"
 #include "mq.h"
 
 typedef struct StoreConfig {
@@ -126,6 +127,9 @@ typedef struct StoreStats {
     int refusal;               /* MQ_OK, MQ_ERR_FULL or MQ_ERR_RDONLY */
     bool recovered_from_crash; /* the abort file was present at open */
     int64_t recovery_ms;       /* time store_open spent recovering */
+    uint64_t disk_total_bytes; /* filesystem of the data directory; 0 unknown */
+    uint64_t disk_avail_bytes;
+    MqHistSnap flush_latency;  /* commit log flushes (cl_flush_latency) */
 } StoreStats;
 
 void store_stats(Store *st, StoreStats *out);
