@@ -10,8 +10,51 @@
 #include "msg.h"
 #include "mq.h"
 
+/* Length of the valid UTF-8 sequence at 'p' (1..4), or 0 when it is not
+ * one (bad lead or continuation byte, overlong form, surrogate, beyond
+ * U+10FFFF: what jansson refuses). */
+static size_t utf8_seq(const unsigned char *p) {
+    unsigned c = p[0];
+    if (c < 0x80) return 1;
+    size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
+    if (n == 0 || c > 0xf4) return 0;
+    unsigned cp = c & (0x7f >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80) return 0;
+        cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    static const unsigned min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return n;
+}
+
+void js_utf8_clean(const char *in, char *out, size_t cap) {
+    const unsigned char *p = (const unsigned char *)in;
+    size_t o = 0;
+    while (*p && o + 1 < cap) {
+        size_t n = utf8_seq(p);
+        if (n == 0) { /* also a sequence cut short by a %.Ns */
+            out[o++] = '?';
+            p++;
+            continue;
+        }
+        if (o + n >= cap) break;
+        memcpy(out + o, p, n);
+        o += n;
+        p += n;
+    }
+    out[o] = '\0';
+}
+
 json_t *js_error(const char *code, const char *message, unsigned status) {
     json_t *msg = json_string(message);
+    if (!msg) {
+        /* Messages quote client input, which may be cut inside a UTF-8
+         * sequence or not be UTF-8 at all: keep the words, mark the bytes. */
+        char clean[1024];
+        js_utf8_clean(message, clean, sizeof(clean));
+        msg = json_string(clean);
+    }
     if (!msg) msg = json_string("the request could not be processed");
     json_t *root = json_pack("{s:{s:s, s:o, s:i}}", "error", "code", code, "message", msg,
                              "status", (int)status);

@@ -14,8 +14,13 @@
 
 #include "commitlog.h"
 
+/* js_utf8_clean copies the NUL-terminated 'in' to 'out' ('cap' bytes,
+ * always NUL-terminated), each byte that does not start a valid UTF-8
+ * sequence replaced by '?'. */
+void js_utf8_clean(const char *in, char *out, size_t cap);
+
 /* js_error builds {"error":{"code":'code',"message":'message',"status":N}}.
- * A 'message' that is not valid UTF-8 is replaced by a generic one.
+ * Bytes of 'message' that are not valid UTF-8 become '?' (js_utf8_clean).
  * Caller owns the result; NULL only when out of memory. */
 json_t *js_error(const char *code, const char *message, unsigned status);
 

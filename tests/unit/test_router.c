@@ -133,9 +133,26 @@ static void test_js_error_builds_the_api_error_body(void **state) {
     /* invalid UTF-8 in a message (e.g. an echoed path) still gives JSON */
     e = js_error("NOT_FOUND", "no such path '\xff'", 404);
     assert_non_null(e);
-    assert_non_null(json_string_value(json_object_get(json_object_get(e, "error"),
-                                                      "message")));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(e, "error"),
+                                                          "message")),
+                        "no such path '?'");
     json_decref(e);
+    /* a name cut inside a 2-byte character by %.Ns keeps its other words */
+    e = js_error("INVALID_NAME", "name 'caf\xc3' is bad", 400);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(e, "error"),
+                                                          "message")),
+                        "name 'caf?' is bad");
+    json_decref(e);
+    /* overlong forms, surrogates and valid 4-byte characters */
+    char out[64];
+    js_utf8_clean("a\xc0\xaf" "b", out, sizeof(out));
+    assert_string_equal(out, "a??b");
+    js_utf8_clean("\xed\xa0\x80x", out, sizeof(out));
+    assert_string_equal(out, "???x");
+    js_utf8_clean("\xf0\x9f\x98\x80 \xc3\xa9", out, sizeof(out));
+    assert_string_equal(out, "\xf0\x9f\x98\x80 \xc3\xa9");
+    js_utf8_clean("abcdef", out, 4); /* truncated, NUL-terminated */
+    assert_string_equal(out, "abc");
     assert_string_equal(js_code_for_status(405), "METHOD_NOT_ALLOWED");
     assert_string_equal(js_code_for_status(413), "PAYLOAD_TOO_LARGE");
     assert_string_equal(js_code_for_status(500), "INTERNAL_ERROR");
