@@ -348,16 +348,22 @@ static int snapshot(TopicRegistry *r, TopicSnap **out, size_t *count) {
     return MQ_OK;
 }
 
+/* topic_list is topic_traffic_list without the counters. */
+typedef struct ListAdapter {
+    int (*fn)(void *arg, const MetaTopic *t);
+    void *arg;
+} ListAdapter;
+
+static int list_adapter(void *arg, const MetaTopic *t, const TopicTraffic *tr) {
+    (void)tr;
+    ListAdapter *a = arg;
+    return a->fn(a->arg, t);
+}
+
 int topic_list(TopicRegistry *r, int (*fn)(void *arg, const MetaTopic *t), void *arg) {
-    if (!r || !fn) return MQ_ERR_INVAL;
-    TopicSnap *snap = NULL;
-    size_t n = 0;
-    int rc = snapshot(r, &snap, &n);
-    if (rc != MQ_OK) return rc;
-    for (size_t i = 0; i < n; i++)
-        if (fn(arg, &snap[i].t) != 0) break;
-    free(snap);
-    return MQ_OK;
+    if (!fn) return MQ_ERR_INVAL;
+    ListAdapter a = {fn, arg};
+    return topic_traffic_list(r, list_adapter, &a);
 }
 
 int topic_traffic_list(TopicRegistry *r,

@@ -624,6 +624,48 @@ static void test_topic_select_queue_round_robin_cycles_all_queues(void **state) 
     for (int i = 0; i < 8; i++) assert_int_equal(seen_gone[i], 1);
 }
 
+typedef struct TrafficSeen {
+    char names[4][64];
+    TopicTraffic tr[4];
+    int n;
+} TrafficSeen;
+
+static int see_traffic(void *arg, const MetaTopic *t, const TopicTraffic *tr) {
+    TrafficSeen *s = arg;
+    assert_true(s->n < 4);
+    snprintf(s->names[s->n], sizeof(s->names[0]), "%s", t->name);
+    s->tr[s->n++] = *tr;
+    return 0;
+}
+
+static void test_topic_traffic_counts_per_topic(void **state) {
+    Fixture *f = *state;
+    assert_int_equal(topic_put(f->reg, "A", 4, RW, false, NULL), MQ_OK);
+    assert_int_equal(topic_put(f->reg, "B", 4, RW, false, NULL), MQ_OK);
+    topic_count_traffic(f->reg, "A", false, 3, 300);
+    topic_count_traffic(f->reg, "A", true, 2, 200);
+    topic_count_traffic(f->reg, "A", false, 1, 10);
+    topic_count_traffic(f->reg, "Gone", false, 5, 5); /* unknown: ignored */
+    /* an update of the settings keeps the counters */
+    assert_int_equal(topic_put(f->reg, "A", 8, RW, false, NULL), MQ_OK);
+    TrafficSeen seen = {0};
+    assert_int_equal(topic_traffic_list(f->reg, see_traffic, &seen), MQ_OK);
+    assert_int_equal(seen.n, 2);
+    assert_string_equal(seen.names[0], "A");
+    assert_int_equal(seen.tr[0].in_msgs, 4);
+    assert_int_equal(seen.tr[0].in_bytes, 310);
+    assert_int_equal(seen.tr[0].out_msgs, 2);
+    assert_int_equal(seen.tr[0].out_bytes, 200);
+    assert_string_equal(seen.names[1], "B");
+    assert_int_equal(seen.tr[1].in_msgs + seen.tr[1].out_msgs, 0);
+    /* a deleted and re-created topic starts from zero */
+    assert_int_equal(topic_delete(f->reg, "A"), MQ_OK);
+    assert_int_equal(topic_put(f->reg, "A", 4, RW, false, NULL), MQ_OK);
+    memset(&seen, 0, sizeof(seen));
+    assert_int_equal(topic_traffic_list(f->reg, see_traffic, &seen), MQ_OK);
+    assert_int_equal(seen.tr[0].in_msgs, 0);
+}
+
 #define CASE(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void) {
@@ -645,6 +687,7 @@ int main(void) {
         CASE(test_topic_select_queue_explicit_and_out_of_range),
         CASE(test_topic_select_queue_sharding_key_is_stable_and_spread),
         CASE(test_topic_select_queue_round_robin_cycles_all_queues),
+        CASE(test_topic_traffic_counts_per_topic),
     };
     return cmocka_run_group_tests_name("topic", tests, NULL, NULL);
 }
