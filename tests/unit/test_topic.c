@@ -625,7 +625,7 @@ static void test_topic_select_queue_round_robin_cycles_all_queues(void **state) 
 }
 
 typedef struct TrafficSeen {
-    char names[4][64];
+    char names[4][META_NAME_MAX + 1];
     TopicTraffic tr[4];
     int n;
 } TrafficSeen;
