@@ -8,7 +8,10 @@
  * Locks: 'rw' (pthread rwlock) guards the map and is held only to read or
  * change it in memory; 'write_mu' serialises the writers (put, delete,
  * auto-create) across their sqlite write and map update, so the map and
- * meta.db always agree.  All functions are thread-safe.
+ * meta.db always agree.  All functions are thread-safe.  The writers
+ * block on sqlite (and on write_mu), so the gateway calls them from its
+ * job thread only (gateway/jobs.h), never from an HTTP worker; its
+ * workers call the readers and topic_for_produce without auto-create.
  */
 #ifndef PETREL_TOPIC_H
 #define PETREL_TOPIC_H

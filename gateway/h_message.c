@@ -8,7 +8,9 @@
  * Produce decodes and checks every message (produce_req.c) before anything
  * is stored, then appends them with one store_put.  Under SYNC_FLUSH the
  * connection is suspended and resumed by the commit log's flush callback
- * (flusher or completer thread); no MHD worker waits for the disk.
+ * (flusher or completer thread); no MHD worker waits for the disk.  A
+ * topic that must be auto-created is created by a job (jobs.h: a sqlite
+ * write), after which the produce runs again from the top.
  */
 #define _GNU_SOURCE
 #include "handlers.h"
@@ -44,14 +46,19 @@
  * Produce
  * ====================================================================== */
 
-/* Produce state kept across a SYNC_FLUSH suspension (GwRequest.ctx). */
+/* Produce state kept across suspensions (GwRequest.ctx): the auto-create
+ * job, then a SYNC_FLUSH wait. */
 typedef struct ProduceCtx {
-    ClFlushWaiter waiter;     /* registered with the commit log; must live until
-                               * its callback has run (freed only at completion,
-                               * which follows the resume the callback does) */
-    json_t *answer;           /* the 200 body, statuses SEND_OK for now */
-    atomic_int flush_status;  /* MQ_OK, MQ_ERR_TIMEOUT, MQ_ERR_IO, MQ_ERR_RDONLY */
-    GwRequest *req;           /* back pointer for the callback */
+    TopicRegistry *reg;            /* auto-create: the registry (borrowed) */
+    char topic[META_NAME_MAX + 1]; /* auto-create: the topic, checked */
+    int create_rc;                 /* auto-create: the job's topic_for_produce result */
+    MetaTopic created;             /* auto-create: the topic it made or found */
+    ClFlushWaiter waiter;          /* registered with the commit log; must live until
+                                    * its callback has run (freed only at completion,
+                                    * which follows the resume the callback does) */
+    json_t *answer;                /* the 200 body, statuses SEND_OK for now */
+    atomic_int flush_status;       /* MQ_OK, MQ_ERR_TIMEOUT, MQ_ERR_IO, MQ_ERR_RDONLY */
+    GwRequest *req;                /* back pointer for the callback */
 } ProduceCtx;
 
 static void produce_ctx_free(void *p) {
@@ -226,6 +233,29 @@ static enum MHD_Result reply_topic_err(GwRequest *r, int rc, const char *topic, 
     return gw_reply_err(r, rc, topic);
 }
 
+/* The auto-create job: job thread.  The sqlite write happens here, under
+ * the registry's write_mu; an existing topic (made meanwhile by another
+ * request) is left alone and returned. */
+static void create_job(void *arg) {
+    ProduceCtx *c = arg;
+    c->create_rc = topic_for_produce(c->reg, c->topic, true, AUTO_QUEUES, &c->created);
+}
+
+/* Hands the creation of 'topic' to the job runner; the resumed call is
+ * h_message_produce again (with r->ctx set, it does not offload twice).
+ * The caller holds no Idempotency-Key claim. */
+static enum MHD_Result offload_create(GwRequest *r, const char *topic) {
+    ProduceCtx *c = calloc(1, sizeof(*c));
+    if (!c) return gw_reply_err(r, MQ_ERR_NOMEM, "produce");
+    c->reg = broker_topics(gw_broker(r));
+    snprintf(c->topic, sizeof(c->topic), "%s", topic); /* checked: at most MSG_NAME_MAX */
+    c->req = r;
+    atomic_init(&c->flush_status, MQ_OK);
+    r->ctx = c;
+    r->ctx_free = produce_ctx_free;
+    return gw_offload(r, create_job, h_message_produce);
+}
+
 /* Raw form: the body is the message; the rest comes from the query. */
 static bool decode_raw(GwRequest *r, size_t max_body, ProduceReq *out, GwProblem *p) {
     static const char *const known[] = {"tags", "keys", "shardingKey", "queueId",
@@ -242,7 +272,9 @@ static bool decode_raw(GwRequest *r, size_t max_body, ProduceReq *out, GwProblem
     return pr_decode_raw(&q, r->body, r->body_len, max_body, out, p);
 }
 
-/* POST /v1/topics/{topic}/messages */
+/* POST /v1/topics/{topic}/messages.  Also the resumed call after an
+ * auto-create job (r->ctx is then its ProduceCtx): the request is decoded
+ * and checked again (CPU only, no I/O) and goes on with the topic made. */
 enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
     Broker *b = gw_broker(r);
     const Config *conf = broker_config(b);
@@ -295,7 +327,25 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
 
     TopicRegistry *reg = broker_topics(b);
     MetaTopic t;
-    int rc = topic_for_produce(reg, topic, conf->auto_create_topic, AUTO_QUEUES, &t);
+    /* A lookup: creating a topic writes sqlite, which is a job's work. */
+    int rc = topic_for_produce(reg, topic, false, AUTO_QUEUES, &t);
+    if (rc == MQ_ERR_NOTFOUND && conf->auto_create_topic) {
+        ProduceCtx *pc = r->ctx;
+        if (!pc) {
+            /* Nothing is held across the job: the claim is dropped now and
+             * taken again when the produce runs anew (a same-key request
+             * meanwhile is a concurrent one: one stores, one gets 409 or
+             * the replay). */
+            if (claimed) idem_abort(broker_idempotency(b), topic, gw_header(r, IDEM_HEADER));
+            claimed = false;
+            ret = offload_create(r, topic);
+            goto out;
+        }
+        /* Created, and deleted again since: produce to what the job made,
+         * as a produce racing a delete always could. */
+        rc = pc->create_rc;
+        t = pc->created;
+    }
     if (rc != MQ_OK) {
         ret = reply_topic_err(r, rc, topic, true);
         goto out;
@@ -365,7 +415,7 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
         answer = NULL;
         goto out;
     }
-    ctx = calloc(1, sizeof(*ctx));
+    ctx = r->ctx ? r->ctx : calloc(1, sizeof(*ctx)); /* set by an auto-create */
     if (!ctx) {
         /* Stored but durability unknown: say so rather than fail. */
         ret = answer_produce(r, answer, MQ_ERR_TIMEOUT, idem);

@@ -3,6 +3,8 @@
  * per-queue offsets), delete, and the queue list of a topic.  Topics live
  * in the broker's TopicRegistry (core/topic.h), written through to
  * meta.db; a delete also drops the topic's consume queues in the store.
+ * Reads are answered on the MHD worker from memory; writes block on
+ * sqlite and the file system, so they run on the job runner (jobs.h).
  */
 #include "handlers.h"
 
@@ -124,9 +126,78 @@ enum MHD_Result h_topic_queues(GwRequest *r, const RtMatch *m) {
     return gw_reply_json(r, 200, queues);
 }
 
+/* ----------------------------------------------------------------------
+ * Writes: PUT and DELETE check the request on the worker, then hand the
+ * sqlite write (and for DELETE the removal of the consume-queue files) to
+ * the job runner (gw_offload, jobs.h); the resumed call answers from the
+ * TopicJob.  All topic writes of the gateway run on that one thread, in
+ * order, so a PUT's read of the old settings and its write are atomic
+ * with respect to the other PUTs.
+ * ---------------------------------------------------------------------- */
+
+/* A topic write across its job (GwRequest.ctx). */
+typedef struct TopicJob {
+    Broker *broker;                 /* borrowed; outlives requests */
+    char name[META_NAME_MAX + 1];   /* the {topic}, checked */
+    bool has_queues;                /* PUT: the body gave "queues" ... */
+    bool has_perm;                  /* ... "perm" ... */
+    bool has_order;                 /* ... "order" */
+    uint32_t queues;                /* PUT: the values given (else unused) */
+    uint32_t perm;                  /* ... META_PERM_* bits ... */
+    bool order;                     /* ... ordered topic */
+    int rc;                         /* the job's result: MQ_OK or an mq_err */
+    bool created;                   /* PUT: the topic is new */
+    MetaTopic t;                    /* PUT: the topic as stored (rc MQ_OK) */
+} TopicJob;
+
+/* A TopicJob for {topic} 'name' of 'r', set as r->ctx (freed at
+ * completion); NULL when out of memory (then answered, MHD's result in
+ * '*ret'). */
+static TopicJob *topic_job_new(GwRequest *r, const char *name, enum MHD_Result *ret) {
+    TopicJob *j = calloc(1, sizeof(*j));
+    if (!j) {
+        *ret = gw_reply_err(r, MQ_ERR_NOMEM, name);
+        return NULL;
+    }
+    j->broker = gw_broker(r);
+    snprintf(j->name, sizeof(j->name), "%s", name); /* checked: at most MSG_NAME_MAX */
+    r->ctx = j;
+    r->ctx_free = free;
+    return j;
+}
+
+/* Job thread: fields left out keep their value (a new topic: the
+ * broker's defaultTopicQueueNums, RW, not ordered); sqlite write under the
+ * registry's write_mu; the stored topic read back. */
+static void put_job(void *arg) {
+    TopicJob *j = arg;
+    TopicRegistry *reg = broker_topics(j->broker);
+    MetaTopic old;
+    bool exists = topic_get(reg, j->name, &old) == MQ_OK;
+    uint32_t queues = exists ? old.write_queues : topic_default_queues(reg);
+    uint32_t perm = exists ? old.perm : (META_PERM_READ | META_PERM_WRITE);
+    bool order = exists ? old.order : false;
+    if (j->has_queues) queues = j->queues;
+    if (j->has_perm) perm = j->perm;
+    if (j->has_order) order = j->order;
+    j->rc = topic_put(reg, j->name, queues, perm, order, &j->created);
+    if (j->rc == MQ_OK) j->rc = topic_get(reg, j->name, &j->t);
+}
+
+/* The resumed call of a PUT: 201 created, 200 updated. */
+static enum MHD_Result put_resumed(GwRequest *r, const RtMatch *m) {
+    (void)m;
+    const TopicJob *j = r->ctx;
+    if (j->rc != MQ_OK) return gw_reply_err(r, j->rc, j->name);
+    json_t *out = topic_json(&j->t);
+    if (!out) return gw_reply_err(r, MQ_ERR_NOMEM, j->name);
+    return gw_reply_json(r, j->created ? 201 : 200, out);
+}
+
 /* PUT /v1/topics/{topic} {"queues":8,"perm":"RW","order":false}: fields
  * left out keep their value (a new topic: defaultTopicQueueNums, RW,
- * false).  201 created, 200 updated; the body is the topic object. */
+ * false).  201 created, 200 updated; the body is the topic object.  The
+ * body is checked here; the write is a job. */
 enum MHD_Result h_topic_put(GwRequest *r, const RtMatch *m) {
     const char *name = rt_param(m, "topic");
     enum MHD_Result ret;
@@ -135,13 +206,8 @@ enum MHD_Result h_topic_put(GwRequest *r, const RtMatch *m) {
     if (ct && strncasecmp(ct, "application/json", 16) != 0) {
         return gw_reply_error(r, 415, NULL, "Content-Type must be application/json");
     }
-    TopicRegistry *reg = broker_topics(gw_broker(r));
-    MetaTopic t;
-    bool exists = topic_get(reg, name, &t) == MQ_OK;
-    uint32_t queues = exists ? t.write_queues : topic_default_queues(reg);
-    uint32_t perm = exists ? t.perm : (META_PERM_READ | META_PERM_WRITE);
-    bool order = exists ? t.order : false;
-
+    TopicJob *j = topic_job_new(r, name, &ret);
+    if (!j) return ret;
     json_t *root = NULL;
     if (r->body_len > 0) {
         json_error_t jerr;
@@ -165,26 +231,29 @@ enum MHD_Result h_topic_put(GwRequest *r, const RtMatch *m) {
                 return gw_reply_error(r, 400, "INVALID_FIELD", "queues must be an integer "
                                       "from 1 to %d", TOPIC_QUEUES_MAX);
             }
-            queues = (uint32_t)json_integer_value(v);
+            j->has_queues = true;
+            j->queues = (uint32_t)json_integer_value(v);
         } else if (strcmp(key, "perm") == 0) {
             const char *p = json_string_value(v);
             if (p && strcmp(p, "RW") == 0) {
-                perm = META_PERM_READ | META_PERM_WRITE;
+                j->perm = META_PERM_READ | META_PERM_WRITE;
             } else if (p && strcmp(p, "R") == 0) {
-                perm = META_PERM_READ;
+                j->perm = META_PERM_READ;
             } else if (p && strcmp(p, "W") == 0) {
-                perm = META_PERM_WRITE;
+                j->perm = META_PERM_WRITE;
             } else {
                 json_decref(root);
                 return gw_reply_error(r, 400, "INVALID_FIELD", "perm must be \"RW\", \"R\" "
                                       "or \"W\"");
             }
+            j->has_perm = true;
         } else if (strcmp(key, "order") == 0) {
             if (!json_is_boolean(v)) {
                 json_decref(root);
                 return gw_reply_error(r, 400, "INVALID_FIELD", "order must be a boolean");
             }
-            order = json_is_true(v);
+            j->has_order = true;
+            j->order = json_is_true(v);
         } else {
             ret = gw_reply_error(r, 400, "UNKNOWN_FIELD", "unknown field '%.64s'", key);
             json_decref(root);
@@ -192,33 +261,41 @@ enum MHD_Result h_topic_put(GwRequest *r, const RtMatch *m) {
         }
     }
     json_decref(root);
-    bool created = false;
-    int rc = topic_put(reg, name, queues, perm, order, &created);
-    if (rc != MQ_OK) return gw_reply_err(r, rc, name);
-    rc = topic_get(reg, name, &t);
-    if (rc != MQ_OK) return gw_reply_err(r, rc, name);
-    json_t *out = topic_json(&t);
-    if (!out) return gw_reply_err(r, MQ_ERR_NOMEM, name);
-    return gw_reply_json(r, created ? 201 : 200, out);
+    return gw_offload(r, put_job, put_resumed);
 }
 
-/* DELETE /v1/topics/{topic}: 204. */
+/* Job thread: the row in meta.db (with the topic's offsets) and the map
+ * entry, then the consume-queue files. */
+static void delete_job(void *arg) {
+    TopicJob *j = arg;
+    j->rc = topic_delete(broker_topics(j->broker), j->name);
+    if (j->rc != MQ_OK) return;
+    int rc = store_delete_topic(broker_store(j->broker), mq_slice(j->name, strlen(j->name)));
+    if (rc != MQ_OK && rc != MQ_ERR_NOTFOUND) {
+        MQ_WARN("topic '%s' deleted, but its queues could not be removed: %s", j->name,
+                mq_strerror(rc));
+    }
+}
+
+/* The resumed call of a DELETE. */
+static enum MHD_Result delete_resumed(GwRequest *r, const RtMatch *m) {
+    (void)m;
+    const TopicJob *j = r->ctx;
+    if (j->rc == MQ_ERR_NOTFOUND) {
+        return gw_reply_error(r, 404, "TOPIC_NOT_FOUND", "topic '%s' does not exist", j->name);
+    }
+    if (j->rc != MQ_OK) return gw_reply_err(r, j->rc, j->name);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    return gw_reply(r, MHD_HTTP_NO_CONTENT, resp);
+}
+
+/* DELETE /v1/topics/{topic}: 204.  The name is checked here; the delete
+ * is a job. */
 enum MHD_Result h_topic_delete(GwRequest *r, const RtMatch *m) {
     const char *name = rt_param(m, "topic");
     enum MHD_Result ret;
     if (!h_topic_name_ok(r, name, &ret)) return ret;
-    Broker *b = gw_broker(r);
-    int rc = topic_delete(broker_topics(b), name);
-    if (rc == MQ_ERR_NOTFOUND) {
-        return gw_reply_error(r, 404, "TOPIC_NOT_FOUND", "topic '%s' does not exist", name);
-    }
-    if (rc != MQ_OK) return gw_reply_err(r, rc, name);
-    rc = store_delete_topic(broker_store(b), mq_slice(name, strlen(name)));
-    if (rc != MQ_OK && rc != MQ_ERR_NOTFOUND) {
-        MQ_WARN("topic '%s' deleted, but its queues could not be removed: %s", name,
-                mq_strerror(rc));
-    }
-    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-    if (!resp) return MHD_NO;
-    return gw_reply(r, MHD_HTTP_NO_CONTENT, resp);
+    if (!topic_job_new(r, name, &ret)) return ret;
+    return gw_offload(r, delete_job, delete_resumed);
 }

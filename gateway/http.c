@@ -5,7 +5,9 @@
  *
  * Model: MHD's internal epoll thread pool (2 workers).  Handlers never
  * block on the disk: a SYNC_FLUSH produce suspends its connection and the
- * flush callback resumes it (gw_suspend / gw_resume; later long polls too).
+ * flush callback resumes it, a long poll is resumed by the long-polling
+ * registry (gw_suspend / gw_resume), and sqlite writes and file removals
+ * run on the daemon's job runner (gw_offload, jobs.h).  docs/gateway.md.
  */
 #define _GNU_SOURCE
 #include "http.h"
@@ -42,6 +44,7 @@ struct Gw {
     atomic_int suspended; /* requests suspended and not yet resumed */
     int64_t suspend_grace_ms; /* longest wait for suspended ones at stop */
     atomic_bool stopping; /* gw_stop has begun */
+    GwJobs *jobs;         /* blocking work of handlers (gw_offload) */
 };
 
 /* ---- route table ---------------------------------------------------------*/
@@ -142,6 +145,10 @@ int gw_web_dirfd(const GwRequest *r) {
 
 bool gw_is_stopping(const GwRequest *r) {
     return atomic_load(&r->gw->stopping);
+}
+
+GwJobs *gw_jobs(const GwRequest *r) {
+    return r->gw->jobs;
 }
 
 GwMetrics *gw_metrics(const GwRequest *r) {
@@ -447,6 +454,14 @@ int gw_start(const GwConfig *cfg, Broker *broker, Gw **out) {
     atomic_init(&gw->suspended, 0);
     gw->suspend_grace_ms = broker_config(broker)->sync_flush_timeout_ms + 1000;
     atomic_init(&gw->stopping, false);
+    /* Before the daemon: no handler may find the runner missing. */
+    int rc = gwj_start(&gw->jobs);
+    if (rc != MQ_OK) {
+        close(cfg->listen_fd);
+        gwm_free(gw->metrics);
+        free(gw);
+        return rc;
+    }
     gw->web_fd = open(cfg->web_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (gw->web_fd < 0) {
         MQ_WARN("console disabled: cannot open web root '%s': %s", cfg->web_root,
@@ -469,12 +484,44 @@ int gw_start(const GwConfig *cfg, Broker *broker, Gw **out) {
         MQ_ERROR("cannot start the http daemon");
         close(cfg->listen_fd);
         if (gw->web_fd >= 0) close(gw->web_fd);
+        gwj_free(gw->jobs);
         gwm_free(gw->metrics);
         free(gw);
         return MQ_ERR_IO;
     }
     *out = gw;
     return MQ_OK;
+}
+
+/* wait_requests waits until no request is in progress, or until the
+ * grace periods run out: STOP_GRACE_MS for requests in progress,
+ * suspend_grace_ms for suspended ones (a sync flush is resumed within
+ * syncFlushTimeout).  While the job runner has work there is no deadline:
+ * each pending job has a suspended request that it will resume, and MHD
+ * must not be stopped before; the grace periods count from when the
+ * runner was last seen busy (a resumed produce may then wait for a
+ * flush). */
+static void wait_requests(Gw *gw) {
+    int64_t start = mq_mono_ms();
+    int64_t busy_at = start; /* last time the runner had work */
+    bool warned = false;
+    for (;;) {
+        int64_t now = mq_mono_ms();
+        size_t jobs = gwj_pending(gw->jobs);
+        if (jobs > 0) {
+            busy_at = now;
+            if (!warned && now - start >= gw->suspend_grace_ms) {
+                MQ_WARN("stopping: still waiting for %zu job(s) of the gateway", jobs);
+                warned = true;
+            }
+        }
+        bool wait = jobs > 0 ||
+                    (atomic_load(&gw->in_flight) > 0 && now < busy_at + STOP_GRACE_MS) ||
+                    (atomic_load(&gw->suspended) > 0 && now < busy_at + gw->suspend_grace_ms);
+        if (!wait) return;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 void gw_stop(Gw *gw) {
@@ -484,19 +531,18 @@ void gw_stop(Gw *gw) {
      * the workers over the listen socket and can MHD_PANIC ("Failed to
      * remove listen FD from epoll set", seen in e2e runs).  Requests that
      * arrive while stopping are answered 503 SHUTTING_DOWN instead. */
-    int64_t start = mq_mono_ms();
-    int64_t deadline = start + STOP_GRACE_MS;
-    /* A suspended request is resumed by its store callback within
-     * syncFlushTimeout; MHD must not be stopped while one is suspended. */
-    int64_t suspended_deadline = start + gw->suspend_grace_ms;
-    while ((atomic_load(&gw->in_flight) > 0 && mq_mono_ms() < deadline) ||
-           (atomic_load(&gw->suspended) > 0 && mq_mono_ms() < suspended_deadline)) {
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    wait_requests(gw);
+    /* The runner is idle.  From now on it refuses jobs: a handler that
+     * raced with the stop answers 503 through its resume.  A job queued
+     * since the wait is run here; then wait for those answers too. */
+    gwj_stop(gw->jobs);
+    wait_requests(gw);
     int left = atomic_load(&gw->in_flight);
     if (left > 0) MQ_WARN("stopping with %d request(s) still in progress", left);
+    /* The runner is freed only once the workers are gone: until then a
+     * handler may still reach it (and be refused). */
     MHD_stop_daemon(gw->daemon);
+    gwj_free(gw->jobs);
     if (gw->web_fd >= 0) close(gw->web_fd);
     gwm_free(gw->metrics);
     free(gw);

@@ -7,7 +7,9 @@
  * chunks are appended up to GwConfig.max_body; the final callback routes
  * the request and the handler queues exactly one response.  The state is
  * freed in MHD's NOTIFY_COMPLETED callback.  Handlers run on MHD workers
- * and must not block on disk or on other clients.
+ * and must not block on disk or on other clients: they suspend and are
+ * resumed (sync flush, long poll) or offload blocking work to the job
+ * runner (jobs.h).  docs/gateway.md says which thread runs what.
  */
 #ifndef PETREL_HTTP_H
 #define PETREL_HTTP_H
@@ -20,6 +22,7 @@
 #include <microhttpd.h>
 
 #include "broker.h"
+#include "jobs.h"
 #include "router.h"
 
 typedef struct Gw Gw;
@@ -38,6 +41,7 @@ typedef struct GwRequest {
                                   * instead of routing when MHD calls again */
     void *ctx;                   /* handler state across a suspension */
     void (*ctx_free)(void *ctx); /* frees 'ctx' at completion; NULL = free() */
+    GwJob job;                   /* gw_offload's queue record (jobs.h) */
     int64_t start_ns;            /* mq_mono_ns() when the headers arrived */
     unsigned status;             /* HTTP status queued; 0 = none yet */
 } GwRequest;
@@ -69,15 +73,17 @@ int gw_listen(const uint8_t ip[4], uint16_t port, int *fd, uint16_t *bound);
 int gw_start(const GwConfig *cfg, Broker *broker, Gw **out);
 
 /* gw_stop stops accepting, lets requests in progress finish (at most
- * ~2 s), stops the daemon, closes the listening socket and frees.  New
- * requests on kept-alive connections meanwhile get 503.  NULL ok.  Call
- * from the main thread. */
+ * ~2 s, counted from when the job runner is idle: queued jobs are always
+ * run and answered), stops the job runner, then the daemon, closes the
+ * listening socket and frees.  New requests on kept-alive connections
+ * meanwhile get 503.  NULL ok.  Call from the main thread. */
 void gw_stop(Gw *gw);
 
 /* Accessors for handlers.  Borrowed. */
 Broker *gw_broker(const GwRequest *r);
 int gw_web_dirfd(const GwRequest *r); /* -1 when the web root is missing */
 bool gw_is_stopping(const GwRequest *r);
+GwJobs *gw_jobs(const GwRequest *r); /* the daemon's job runner (jobs.h) */
 struct GwMetrics *gw_metrics(const GwRequest *r);
 struct GwRuntime;
 void gw_runtime(const GwRequest *r, struct GwRuntime *out); /* counters now */
@@ -96,13 +102,16 @@ const char *gw_query_unknown(const GwRequest *r, const char *const *known);
 const char *gw_header(const GwRequest *r, const char *name);
 
 /* ---- suspension ----------------------------------------------------------
- * A handler that must wait (sync flush, later long polls) sets r->resume
- * (and r->ctx), calls gw_suspend and returns MHD_YES without answering.
+ * A handler that must wait (sync flush, long poll) sets r->resume (and
+ * r->ctx), calls gw_suspend and returns MHD_YES without answering.
  * Exactly one gw_resume must follow, from any thread, possibly before the
  * handler has returned; MHD then calls r->resume on the connection's
  * worker, which answers.  'r' stays valid until that answer completes, so
  * the resuming thread must not touch 'r' after gw_resume.  gw_stop waits
- * for suspended requests (up to syncFlushTimeout + 1 s). */
+ * for suspended requests (up to syncFlushTimeout + 1 s; with no deadline
+ * while the job runner has work).  Blocking work (sqlite, unlink) goes to
+ * the job runner through gw_offload (jobs.h), which suspends and resumes
+ * by these rules. */
 void gw_suspend(GwRequest *r);
 void gw_resume(GwRequest *r);
 

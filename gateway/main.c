@@ -167,7 +167,9 @@ static int run_server(const Command *cmd, int argc, char **argv) {
     MQ_INFO("received %s, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
     /* Long polls first: they answer NO_NEW_MSG now and no new one waits,
      * so gw_stop's wait for suspended requests covers only sync flushes
-     * (bounded by syncFlushTimeout). */
+     * (bounded by syncFlushTimeout) and requests whose job is queued: the
+     * daemon's job runner (jobs.h) runs those, then stops, before MHD
+     * does.  The broker closes last: jobs and handlers use it. */
     lp_wake_all(broker_longpoll(broker));
     gw_stop(gw);
     broker_close(broker);

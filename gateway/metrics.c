@@ -264,7 +264,7 @@ void gwm_render(GwMetrics *m, Broker *b, const GwRuntime *rt, GwText *t) {
     put_gauge(t, "petrel_http_requests_in_flight", "requests between headers and completion",
               rt->in_flight);
     put_gauge(t, "petrel_http_requests_suspended",
-              "requests waiting for a flush or a long poll", rt->suspended);
+              "requests waiting for a flush, a long poll or a metadata job", rt->suspended);
     render_http(m, t);
     render_topics(b, t);
     render_store(b, t);
