@@ -31,6 +31,7 @@
 #include "broker.h"
 #include "config.h"
 #include "json.h"
+#include "jw.h"
 #include "longpoll.h"
 #include "msg.h"
 #include "topic.h"
@@ -41,6 +42,9 @@
 #define PULL_TAGS_MAX 32   /* tags in a pull's 'tags' expression */
 #define PULL_WAIT_MAX_MS 30000 /* longest long poll ('waitMs') */
 #define AUTO_QUEUES 4      /* queues of an auto-created topic */
+/* Room kept at the start of a pull answer for its head,
+ * {"status":"OFFSET_TOO_SMALL","messages":[ being the longest. */
+#define PULL_HEAD_ROOM "                                                "
 
 /* ======================================================================
  * Produce
@@ -48,6 +52,21 @@
 
 /* Produce state kept across suspensions (GwRequest.ctx): the auto-create
  * job, then a SYNC_FLUSH wait. */
+/* What a produce answers per message (API.md SendResult), kept until the
+ * answer is written: under SYNC_FLUSH only the flush decides its status. */
+typedef struct SendResult {
+    char msg_id[MSG_ID_LEN + 1];
+    char uniq[MSG_ID_LEN + 1];
+    uint32_t queue_id;
+    uint64_t queue_off;
+} SendResult;
+
+typedef struct ProduceAnswer {
+    SendResult *results; /* malloc'd, 'count' */
+    size_t count;
+    bool batch;          /* {"results":[...]} rather than one SendResult */
+} ProduceAnswer;
+
 typedef struct ProduceCtx {
     TopicRegistry *reg;            /* auto-create: the registry (borrowed) */
     char topic[META_NAME_MAX + 1]; /* auto-create: the topic, checked */
@@ -56,14 +75,14 @@ typedef struct ProduceCtx {
     ClFlushWaiter waiter;          /* registered with the commit log; must live until
                                     * its callback has run (freed only at completion,
                                     * which follows the resume the callback does) */
-    json_t *answer;                /* the 200 body, statuses SEND_OK for now */
+    ProduceAnswer answer;          /* the 200 body, written after the flush */
     atomic_int flush_status;       /* MQ_OK, MQ_ERR_TIMEOUT, MQ_ERR_IO, MQ_ERR_RDONLY */
     GwRequest *req;                /* back pointer for the callback */
 } ProduceCtx;
 
 static void produce_ctx_free(void *p) {
     ProduceCtx *c = p;
-    json_decref(c->answer);
+    free(c->answer.results);
     free(c);
 }
 
@@ -81,16 +100,29 @@ static char body_kind(const GwRequest *r) {
     return 0;
 }
 
-/* Sets "status" of the answer (and of each batch result) to 'status'. */
-static void set_status(json_t *answer, const char *status) {
-    json_t *results = json_object_get(answer, "results");
-    if (results) {
-        size_t i;
-        json_t *v;
-        json_array_foreach(results, i, v) json_object_set_new(v, "status", json_string(status));
-    } else {
-        json_object_set_new(answer, "status", json_string(status));
+/* Writes the answer text with 'status' (SEND_OK, FLUSH_DISK_TIMEOUT) in
+ * every result; NULL when out of memory. */
+static char *render_answer(const ProduceAnswer *a, const char *status, size_t *len) {
+    JsonW w;
+    jw_init(&w, a->batch ? 32 + a->count * 180 : 192);
+    if (a->batch) jw_lit(&w, "{\"results\":[");
+    for (size_t i = 0; i < a->count; i++) {
+        const SendResult *sr = &a->results[i];
+        if (i > 0) jw_lit(&w, ",");
+        jw_lit(&w, "{\"status\":\"");
+        jw_raw(&w, status, strlen(status));
+        jw_lit(&w, "\",\"msgId\":\"");
+        jw_raw(&w, sr->msg_id, MSG_ID_LEN);
+        jw_lit(&w, "\",\"queueId\":");
+        jw_int(&w, sr->queue_id);
+        jw_lit(&w, ",\"queueOffset\":");
+        jw_int(&w, (int64_t)sr->queue_off);
+        jw_lit(&w, ",\"transactionId\":null,\"uniqueId\":\"");
+        jw_raw(&w, sr->uniq, strlen(sr->uniq));
+        jw_lit(&w, "\"}");
     }
+    if (a->batch) jw_lit(&w, "]}");
+    return jw_take(&w, len);
 }
 
 #define IDEM_HEADER "Idempotency-Key"
@@ -106,33 +138,25 @@ typedef struct IdemRef {
 
 /* Answers a produce after its flush (or at once under ASYNC_FLUSH), and
  * remembers the answer under its Idempotency-Key ('idem' NULL: none). */
-static enum MHD_Result answer_produce(GwRequest *r, json_t *answer, int flush_status,
-                                      const IdemRef *idem) {
+static enum MHD_Result answer_produce(GwRequest *r, const ProduceAnswer *answer,
+                                      int flush_status, const IdemRef *idem) {
+    const char *status = "SEND_OK";
     if (flush_status == MQ_ERR_TIMEOUT) {
-        set_status(answer, "FLUSH_DISK_TIMEOUT");
+        status = "FLUSH_DISK_TIMEOUT";
     } else if (flush_status != MQ_OK) {
-        json_decref(answer);
         if (idem) idem_abort(idem->table, idem->topic, idem->key);
         return gw_reply_error(r, 503, "FLUSH_FAILED", "the message was written but the disk "
                               "flush failed (%s); the store is now read-only",
                               mq_strerror(flush_status));
     }
-    if (!idem) return gw_reply_json(r, 200, answer);
     size_t len = 0;
-    char *buf = js_dump(answer, &len);
-    json_decref(answer);
+    char *buf = render_answer(answer, status, &len);
     if (!buf) {
-        idem_abort(idem->table, idem->topic, idem->key);
-        return MHD_NO;
+        if (idem) idem_abort(idem->table, idem->topic, idem->key);
+        return gw_reply_err(r, MQ_ERR_NOMEM, "produce answer");
     }
-    idem_finish(idem->table, idem->topic, idem->key, 200, buf, len);
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(buf);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    return gw_reply(r, 200, resp);
+    if (idem) idem_finish(idem->table, idem->topic, idem->key, 200, buf, len);
+    return gw_reply_json_text(r, 200, buf, len);
 }
 
 /* The claim of request 'r' on 'topic', or NULL when it sent no key (a
@@ -198,10 +222,8 @@ static void on_flushed(void *arg, int status) {
 static enum MHD_Result produce_resumed(GwRequest *r, const RtMatch *m) {
     (void)m;
     ProduceCtx *c = r->ctx;
-    json_t *answer = c->answer;
-    c->answer = NULL;
     IdemRef buf;
-    return answer_produce(r, answer, atomic_load(&c->flush_status),
+    return answer_produce(r, &c->answer, atomic_load(&c->flush_status),
                           idem_ref(r, rt_param(&r->match, "topic"), &buf));
 }
 
@@ -306,7 +328,7 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
     ClMessage *cms = calloc(count, sizeof(*cms));
     ClAppendResult *res = calloc(count, sizeof(*res));
     ProduceCtx *ctx = NULL;
-    json_t *answer = NULL;
+    ProduceAnswer answer = {NULL, count, batch};
     bool claimed = false; /* holds an Idempotency-Key claim */
     bool settled = false; /* the claim is answer_produce's to settle */
     IdemRef idem_buf;
@@ -384,48 +406,37 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
     }
     topic_count_traffic(reg, topic, false, count, body_bytes);
 
-    json_t *results = batch ? json_array() : NULL;
-    answer = batch ? json_pack("{s:o}", "results", results) : NULL;
-    if (batch && !answer) {
-        ret = gw_reply_err(r, MQ_ERR_NOMEM, "produce");
+    answer.results = calloc(count, sizeof(*answer.results));
+    if (!answer.results) {
+        /* Stored, but no memory to say where: the client sees 503 (a rare
+         * case where a retry without Idempotency-Key stores twice). */
+        ret = gw_reply_err(r, MQ_ERR_NOMEM, "produce answer");
         goto out;
     }
     for (size_t i = 0; i < count; i++) {
-        char id[MSG_ID_LEN + 1];
-        msg_id_encode(ip, res[i].phys_off, id);
-        json_t *one = json_pack("{s:s, s:s, s:I, s:I, s:n, s:s}", "status", "SEND_OK", "msgId",
-                                id, "queueId", (json_int_t)cms[i].queue_id, "queueOffset",
-                                (json_int_t)res[i].queue_off, "transactionId", "uniqueId",
-                                req.msgs[i].uniq);
-        if (!batch) {
-            answer = one;
-        } else if (one) {
-            json_array_append_new(results, one);
-        }
-    }
-    if (!answer) {
-        ret = gw_reply_err(r, MQ_ERR_NOMEM, "produce");
-        goto out;
+        SendResult *sr = &answer.results[i];
+        msg_id_encode(ip, res[i].phys_off, sr->msg_id);
+        memcpy(sr->uniq, req.msgs[i].uniq, sizeof(sr->uniq));
+        sr->queue_id = cms[i].queue_id;
+        sr->queue_off = res[i].queue_off;
     }
 
     settled = true;
     const IdemRef *idem = claimed ? idem_ref(r, topic, &idem_buf) : NULL;
     if (conf->flush_disk_type != CONF_SYNC_FLUSH) {
-        ret = answer_produce(r, answer, MQ_OK, idem);
-        answer = NULL;
+        ret = answer_produce(r, &answer, MQ_OK, idem);
         goto out;
     }
     ctx = r->ctx ? r->ctx : calloc(1, sizeof(*ctx)); /* set by an auto-create */
     if (!ctx) {
         /* Stored but durability unknown: say so rather than fail. */
-        ret = answer_produce(r, answer, MQ_ERR_TIMEOUT, idem);
-        answer = NULL;
+        ret = answer_produce(r, &answer, MQ_ERR_TIMEOUT, idem);
         goto out;
     }
     ctx->answer = answer;
     ctx->req = r;
     atomic_init(&ctx->flush_status, MQ_OK);
-    answer = NULL;
+    answer.results = NULL; /* the context owns them now */
     r->ctx = ctx;
     r->ctx_free = produce_ctx_free;
     r->resume = produce_resumed;
@@ -442,7 +453,7 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
 
 out:
     if (claimed && !settled) idem_abort(broker_idempotency(b), topic, gw_header(r, IDEM_HEADER));
-    json_decref(answer);
+    free(answer.results);
     pr_req_clear(&req);
     free(cms);
     free(res);
@@ -580,16 +591,19 @@ typedef struct PullRead {
     uint64_t qmin;      /* the queue's min and max offsets when read */
     uint64_t qmax;
     uint64_t bytes;     /* body bytes of the messages returned */
+    size_t count;       /* messages returned */
 } PullRead;
 
 /* Reads up to 'max' messages of queue ('ts', 'queue_id') from 'from' that
- * match 'tags' (all when 'all') into 'list'.  MQ_ERR_NOMEM. */
+ * match 'tags' (all when 'all'), writing them to 'list' as the elements of
+ * a JSON array, comma-separated.  MQ_ERR_NOMEM. */
 static int pull_read(Store *st, MqSlice ts, uint32_t queue_id, uint64_t from, int64_t max,
-                     const MqSlice *tags, size_t n_tags, bool all, json_t *list,
+                     const MqSlice *tags, size_t n_tags, bool all, JsonW *list,
                      PullRead *out) {
     store_queue_range(st, ts, queue_id, &out->qmin, &out->qmax);
     out->next = from;
     out->bytes = 0;
+    out->count = 0;
     if (from < out->qmin) {
         out->status = "OFFSET_TOO_SMALL";
         out->next = out->qmin;
@@ -620,13 +634,15 @@ static int pull_read(Store *st, MqSlice ts, uint32_t queue_id, uint64_t from, in
             continue;
         }
         if (all || tag_matches(&rec, tags, n_tags)) {
-            json_t *one = js_message(&rec);
-            if (one && json_array_append_new(list, one) == 0) out->bytes += rec.body.len;
+            if (out->count > 0) jw_lit(list, ",");
+            jw_message(list, &rec);
+            out->count++;
+            out->bytes += rec.body.len;
         }
         mf_unref(&ref);
     }
     free(ents);
-    out->status = json_array_size(list) > 0 ? "FOUND" : "NO_NEW_MSG";
+    out->status = out->count > 0 ? "FOUND" : "NO_NEW_MSG";
     return MQ_OK;
 }
 
@@ -684,13 +700,16 @@ enum MHD_Result h_message_pull(GwRequest *r, const RtMatch *m) {
     MqSlice ts = mq_slice(topic, strlen(topic));
     PullCtx *c = r->ctx; /* set on a resumed long poll */
     uint64_t from = c ? c->from : (uint64_t)offset;
-    json_t *list = json_array();
-    if (!list) return gw_reply_err(r, MQ_ERR_NOMEM, "pull");
+    /* The answer is written as text (jw.h): the messages first, after
+     * room for the head, whose status is known only after the read. */
+    JsonW list;
+    jw_init(&list, 4096);
+    jw_raw(&list, PULL_HEAD_ROOM, sizeof(PULL_HEAD_ROOM) - 1);
     PullRead pr;
-    rc = pull_read(st, ts, (uint32_t)queue_id, from, max, tags, n_tags, all, list, &pr);
-    if (rc != MQ_OK) {
-        json_decref(list);
-        return gw_reply_err(r, rc, "pull");
+    rc = pull_read(st, ts, (uint32_t)queue_id, from, max, tags, n_tags, all, &list, &pr);
+    if (rc != MQ_OK || list.failed) {
+        jw_free(&list);
+        return gw_reply_err(r, rc != MQ_OK ? rc : MQ_ERR_NOMEM, "pull");
     }
     /* Wait when nothing (matching) is left up to the queue's end: on the
      * first call, or after an arrival the filter skipped while time
@@ -702,13 +721,26 @@ enum MHD_Result h_message_pull(GwRequest *r, const RtMatch *m) {
         wait = atomic_load(&c->reason) == (int)LP_ARRIVAL && mq_mono_ns() < c->deadline_ns;
     }
     if (wait && pull_wait(r, st, ts, (uint32_t)queue_id, pr.next, wait_ms)) {
-        json_decref(list);
+        jw_free(&list);
         return MHD_YES;
     }
-    topic_count_traffic(broker_topics(b), topic, true, json_array_size(list), pr.bytes);
-    json_t *root = json_pack("{s:s, s:o, s:I, s:I, s:I}", "status", pr.status, "messages", list,
-                             "nextOffset", (json_int_t)pr.next, "minOffset",
-                             (json_int_t)pr.qmin, "maxOffset", (json_int_t)pr.qmax);
-    if (!root) return gw_reply_err(r, MQ_ERR_NOMEM, "pull");
-    return gw_reply_json(r, 200, root);
+    topic_count_traffic(broker_topics(b), topic, true, pr.count, pr.bytes);
+    char head[sizeof(PULL_HEAD_ROOM)];
+    int hl = snprintf(head, sizeof(head), "{\"status\":\"%s\",\"messages\":[", pr.status);
+    MQ_ASSERT(hl > 0 && (size_t)hl < sizeof(head));
+    size_t room = sizeof(PULL_HEAD_ROOM) - 1;
+    memmove(list.buf + hl, list.buf + room, list.len - room);
+    memcpy(list.buf, head, (size_t)hl);
+    list.len -= room - (size_t)hl;
+    jw_lit(&list, "],\"nextOffset\":");
+    jw_int(&list, (int64_t)pr.next);
+    jw_lit(&list, ",\"minOffset\":");
+    jw_int(&list, (int64_t)pr.qmin);
+    jw_lit(&list, ",\"maxOffset\":");
+    jw_int(&list, (int64_t)pr.qmax);
+    jw_lit(&list, "}");
+    size_t len = 0;
+    char *text = jw_take(&list, &len);
+    if (!text) return gw_reply_err(r, MQ_ERR_NOMEM, "pull");
+    return gw_reply_json_text(r, 200, text, len);
 }

@@ -93,9 +93,14 @@ enum MHD_Result gw_reply_json(GwRequest *r, unsigned status, json_t *root) {
     char *buf = js_dump(root, &len);
     json_decref(root);
     if (!buf) return MHD_NO;
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+    return gw_reply_json_text(r, status, buf, len);
+}
+
+enum MHD_Result gw_reply_json_text(GwRequest *r, unsigned status, char *text, size_t len) {
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
-        free(buf);
+        free(text);
         return MHD_NO;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");

@@ -123,6 +123,9 @@ enum MHD_Result gw_reply(GwRequest *r, unsigned status, struct MHD_Response *res
 /* gw_reply_json answers 'status' with the JSON 'root' (stolen). */
 enum MHD_Result gw_reply_json(GwRequest *r, unsigned status, json_t *root);
 
+/* gw_reply_json_text answers 'status' with 'len' bytes of JSON text at
+ * 'text' (malloc'd; taken, freed by MHD or here). */
+enum MHD_Result gw_reply_json_text(GwRequest *r, unsigned status, char *text, size_t len);
 /* gw_reply_error answers the error body of API.md; 'code' NULL means
  * js_code_for_status(status).  'fmt' builds the message. */
 enum MHD_Result gw_reply_error(GwRequest *r, unsigned status, const char *code,

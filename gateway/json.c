@@ -3,6 +3,7 @@
  * message encoder: see json.h.
  */
 #include "json.h"
+#include "jw.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -10,38 +11,23 @@
 #include "msg.h"
 #include "mq.h"
 
-/* Length of the valid UTF-8 sequence at 'p' (1..4), or 0 when it is not
- * one (bad lead or continuation byte, overlong form, surrogate, beyond
- * U+10FFFF: what jansson refuses). */
-static size_t utf8_seq(const unsigned char *p) {
-    unsigned c = p[0];
-    if (c < 0x80) return 1;
-    size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
-    if (n == 0 || c > 0xf4) return 0;
-    unsigned cp = c & (0x7f >> n);
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (p[i] & 0x3f);
-    }
-    static const unsigned min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return n;
-}
-
 void js_utf8_clean(const char *in, char *out, size_t cap) {
     const unsigned char *p = (const unsigned char *)in;
     size_t o = 0;
+    size_t left = strlen(in);
     while (*p && o + 1 < cap) {
-        size_t n = utf8_seq(p);
+        size_t n = jw_utf8_len(p, left);
         if (n == 0) { /* also a sequence cut short by a %.Ns */
             out[o++] = '?';
             p++;
+            left--;
             continue;
         }
         if (o + n >= cap) break;
         memcpy(out + o, p, n);
         o += n;
         p += n;
+        left -= n;
     }
     out[o] = '\0';
 }
@@ -170,109 +156,16 @@ char *js_b64_encode(const uint8_t *p, size_t len) {
 
 /* ---- the message object --------------------------------------------------*/
 
-int js_body(json_t *obj, MqSlice body) {
-    /* json_stringn refuses invalid UTF-8: that is the test.  Bodies with a
-     * NUL byte go as base64 too (many JSON readers refuse \u0000). */
-    json_t *text = NULL;
-    if (body.len == 0) {
-        text = json_string("");
-    } else if (!memchr(body.ptr, 0, body.len)) {
-        text = json_stringn(body.ptr, body.len);
-    }
-    const char *enc = "utf8";
-    if (!text) {
-        char *b64 = js_b64_encode(body.ptr, body.len);
-        if (!b64) return MQ_ERR_NOMEM;
-        text = json_string(b64);
-        free(b64);
-        enc = "base64";
-    }
-    if (!text || json_object_set_new(obj, "body", text) != 0 ||
-        json_object_set_new(obj, "bodyEncoding", json_string(enc)) != 0) {
-        return MQ_ERR_NOMEM;
-    }
-    return MQ_OK;
-}
-
-/* A JSON string of the slice; invalid UTF-8 (not written by the gateway,
- * but possible from other producers) becomes base64 text. */
-static json_t *slice_string(MqSlice s) {
-    json_t *v = json_stringn(s.len ? s.ptr : "", s.len);
-    if (v) return v;
-    char *b64 = js_b64_encode(s.ptr, s.len);
-    if (!b64) return NULL;
-    v = json_string(b64);
-    free(b64);
-    return v;
-}
-
-/* Splits the space-separated KEYS value into 'arr'. */
-static int add_keys(json_t *arr, MqSlice keys) {
-    const char *p = keys.ptr;
-    const char *end = p + keys.len;
-    while (p < end) {
-        while (p < end && *p == ' ') p++;
-        const char *k = p;
-        while (p < end && *p != ' ') p++;
-        if (p > k && json_array_append_new(arr, slice_string(mq_slice(k, (size_t)(p - k)))))
-            return MQ_ERR_NOMEM;
-    }
-    return MQ_OK;
-}
-
 json_t *js_message(const ClRecord *rec) {
-    char id[MSG_ID_LEN + 1];
-    msg_id_encode(rec->store_host, rec->phys_off, id);
-    MqSlice tags = {"", 0};
-    MqSlice keys = {"", 0};
-    msg_prop_get(rec->props, MSG_PROP_TAGS, &tags);
-    msg_prop_get(rec->props, MSG_PROP_KEYS, &keys);
-    json_t *keys_arr = json_array();
-    json_t *props = json_object();
-    json_t *m = json_pack("{s:s, s:o, s:I, s:I, s:I, s:o}", "msgId", id, "topic",
-                          slice_string(rec->topic), "queueId", (json_int_t)rec->queue_id,
-                          "queueOffset", (json_int_t)rec->queue_off, "commitLogOffset",
-                          (json_int_t)rec->phys_off, "tags", slice_string(tags));
-    if (!m || !keys_arr || !props || add_keys(keys_arr, keys) != MQ_OK) goto err;
-    MsgProp pairs[64];
-    size_t n = 0;
-    if (msg_props_decode(rec->props, NULL, 0, &n) == MQ_OK && n > 0) {
-        MsgProp *all = n <= 64 ? pairs : calloc(n, sizeof(*all));
-        if (!all) goto err;
-        size_t got = 0;
-        msg_props_decode(rec->props, all, n, &got);
-        for (size_t i = 0; i < got; i++) {
-            if (msg_prop_name_reserved(all[i].name)) continue;
-            char name[256];
-            size_t nl = all[i].name.len < sizeof(name) - 1 ? all[i].name.len : sizeof(name) - 1;
-            memcpy(name, all[i].name.ptr, nl);
-            name[nl] = '\0';
-            json_t *v = slice_string(all[i].value);
-            if (!v || json_object_set_new(props, name, v) != 0) {
-                if (all != pairs) free(all);
-                goto err;
-            }
-        }
-        if (all != pairs) free(all);
-    }
-    json_object_set_new(m, "keys", keys_arr);
-    json_object_set_new(m, "properties", props);
-    keys_arr = props = NULL;
-    if (js_body(m, rec->body) != MQ_OK) goto err;
-    json_t *rest = json_pack("{s:I, s:I, s:I, s:I}", "bornTimestamp", (json_int_t)rec->born_ts,
-                             "storeTimestamp", (json_int_t)rec->store_ts, "reconsumeTimes",
-                             (json_int_t)rec->reconsume_times, "storeSize",
-                             (json_int_t)rec->total_size);
-    if (!rest || json_object_update(m, rest) != 0) {
-        json_decref(rest);
-        goto err;
-    }
-    json_decref(rest);
+    /* One encoder for the message object (jw_message); the tree form is
+     * for the few answers built with jansson (get by id, queries). */
+    JsonW w;
+    jw_init(&w, 512);
+    jw_message(&w, rec);
+    size_t len = 0;
+    char *text = jw_take(&w, &len);
+    if (!text) return NULL;
+    json_t *m = json_loadb(text, len, JSON_ALLOW_NUL, NULL);
+    free(text);
     return m;
-
-err:
-    json_decref(keys_arr);
-    json_decref(props);
-    json_decref(m);
-    return NULL;
 }

@@ -48,18 +48,14 @@ int js_b64_decode(const char *s, size_t len, uint8_t **out, size_t *out_len);
  * malloc'd NUL-terminated string (caller frees), NULL when out of memory. */
 char *js_b64_encode(const uint8_t *p, size_t len);
 
-/* js_body sets "body" and "bodyEncoding" of 'obj': "utf8" with the bytes
- * as a string when they are valid UTF-8, else "base64".  MQ_OK or
- * MQ_ERR_NOMEM. */
-int js_body(json_t *obj, MqSlice body);
-
 /* js_message builds API.md's message object from the record 'rec'
  * (slices borrowed for the call only): msgId (offset id of its store host
  * and position), topic, queueId, queueOffset, commitLogOffset, tags ("" =
  * none), keys [], properties {} (user properties only: the MSG_PROP_*
  * system names are left out), body, bodyEncoding, bornTimestamp,
- * storeTimestamp, reconsumeTimes, storeSize.  Caller owns the result;
- * NULL when out of memory. */
+ * storeTimestamp, reconsumeTimes, storeSize: jw_message's text, parsed.
+ * Hot paths write jw_message straight into their answer instead.  Caller
+ * owns the result; NULL when out of memory. */
 json_t *js_message(const ClRecord *rec);
 
 #endif

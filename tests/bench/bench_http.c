@@ -1,0 +1,2076 @@
+/*
+ * bench_http.c - the broker over HTTP, side by side with ceilings measured
+ * in the same run: a bare libmicrohttpd server built into this binary with
+ * the gateway's threading model (epoll, pool of 2, suspend/resume) that
+ * reads the POST body and answers 204, and the raw 4 KiB append +
+ * fdatasync rate of the scratch filesystem.  Then, against real
+ * `petrel standalone` processes (PETREL_BIN): single JSON produce, raw-body
+ * produce, batches of 100, pull of 32 from the page cache, SYNC_FLUSH
+ * produce, produce -> long-poll latency at a paced rate, and the broker's
+ * anonymous RSS idle and under load.  The loads come from wrk (BENCH_WRK,
+ * default "wrk") with Lua scripts written into the scratch directory; the
+ * paced latency case is C (plain keep-alive HTTP/1.1 over a socket).
+ *
+ * A case whose first request is not a 200 (checked before measuring), or
+ * whose wrk run saw non-2xx answers or socket errors, is reported broken
+ * (ERROR in the table).  Never fails on a missed target: exit 1 only when a
+ * case could not run or was broken.  Output: per-case diagnostics (CPU
+ * used by the server and by wrk, latency, RSS peak), then one table and the
+ * line "bench: N figures, M targets met, K missed" (scripts/run-bench.sh).
+ *
+ * Env (default):
+ *   PETREL_BIN (bin/petrel)        the broker binary
+ *   PETREL_BENCH_DIR (/tmp)        parent of the scratch directory
+ *   BENCH_SECS (5)                 each wrk run, whole seconds
+ *   BENCH_ROUNDS (2)               the ceiling, JSON and raw cases run this many
+ *                                  times, interleaved; the best run counts
+ *   BENCH_CONNS (64), BENCH_WRK_THREADS (1), BENCH_WRK (wrk)
+ *   BENCH_PULL_MSGS (1000000)      messages in the topic before the pull
+ *   BENCH_LAT_RATE (10000)         msgs/s of the paced latency case
+ *   BENCH_LAT_PRODUCERS (8)        producer connections sharing that rate
+ *   BENCH_LAT_WARMUP_MS (500)      latencies of messages sent earlier are
+ *                                  printed, not judged
+ *   BENCH_SYNC_SECS (2)            the raw fdatasync loop
+ *   BENCH_ONLY (all)               groups, e.g. "json,pull": ceiling json raw
+ *                                  batch pull sync latency memory (the ceiling
+ *                                  also runs with json, pull and memory)
+ *   BENCH_BROKER_FLAGS ()          more --key=value flags for every broker
+ *   BENCH_LAT_DUMP ()              a file for every latency sample,
+ *                                  "<send ms since start> <latency us>"
+ *   BENCH_KEEP ()                  set: keep the scratch dir (wrk outputs,
+ *                                  scripts, broker logs and data)
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "mq.h"
+
+#define BODY_LEN 100        /* bytes of every message body */
+#define BATCH_COUNT 100     /* messages per batch request */
+#define PULL_MAX 32         /* messages per pull request */
+#define PREFILL_BATCH 1000  /* messages per prefill request (the broker's maximum) */
+#define WAIT_START_MS 10000 /* longest wait for a broker's port file */
+#define WAIT_STOP_MS 15000  /* longest wait after SIGTERM (SYNC_FLUSH grace is 6 s) */
+#define IO_TIMEOUT_S 15     /* socket timeouts of the C client */
+#define SAMPLE_MS 50        /* RSS sampling period during a wrk run */
+#define TOPIC "bench"       /* topic of the produce and pull cases */
+#define LAT_TOPIC "latency" /* one-queue topic of the latency case */
+
+/* ======================================================================
+ * Settings, clock, scratch directory
+ * ====================================================================== */
+
+typedef struct Settings {
+    int secs;             /* BENCH_SECS: each wrk run */
+    double sync_secs;     /* BENCH_SYNC_SECS: raw fdatasync loop */
+    int conns;            /* BENCH_CONNS: wrk connections */
+    int wrk_threads;      /* BENCH_WRK_THREADS */
+    int rounds;           /* BENCH_ROUNDS: interleaved runs of ceiling, JSON, raw */
+    long pull_msgs;       /* BENCH_PULL_MSGS: topic size before the pull */
+    double lat_rate;      /* BENCH_LAT_RATE: msgs/s of the paced producer */
+    int lat_producers;    /* BENCH_LAT_PRODUCERS: connections sharing that rate */
+    long lat_warmup_ms;   /* BENCH_LAT_WARMUP_MS: not judged at the start */
+    const char *wrk;      /* BENCH_WRK */
+    char petrel[PATH_MAX]; /* PETREL_BIN, absolute */
+    bool keep;            /* BENCH_KEEP */
+    char root[PATH_MAX];  /* scratch directory, removed at the end */
+} Settings;
+
+static Settings cfg_g;
+static volatile sig_atomic_t interrupted; /* SIGINT/SIGTERM: skip to cleanup */
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !interrupted) {
+    }
+}
+
+static double env_num(const char *name, double def, double min, double max) {
+    const char *v = getenv(name);
+    if (!v || !*v) return def;
+    char *end = NULL;
+    double d = strtod(v, &end);
+    if (end == v || *end || d < min || d > max) {
+        fprintf(stderr, "bench: ignoring %s='%s' (want %g..%g)\n", name, v, min, max);
+        return def;
+    }
+    return d;
+}
+
+static void on_signal(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+/* CPU time of all CPUs since boot (/proc/stat), seconds.  Softirq work
+ * (loopback TCP delivery, mostly) is booked apart here, while a process's
+ * own CPU time (/proc/PID/stat, getrusage) includes the softirq work done
+ * inline on its threads: compare process times with procs + softirq. */
+typedef struct SysCpu {
+    double procs;   /* user + nice + system + irq: processes and threads */
+    double softirq;
+    double steal;   /* taken by the hypervisor for other guests */
+} SysCpu;
+
+static SysCpu sys_cpu(void) {
+    SysCpu c = {NAN, NAN, NAN};
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return c;
+    unsigned long long v[8] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n != 8) return c;
+    /* user nice system idle iowait irq softirq steal */
+    double tick = (double)sysconf(_SC_CLK_TCK);
+    c.procs = (double)(v[0] + v[1] + v[2] + v[5]) / tick;
+    c.softirq = (double)v[6] / tick;
+    c.steal = (double)v[7] / tick;
+    return c;
+}
+
+/* wanted: BENCH_ONLY="json,pull" runs only those groups (substring match). */
+static bool wanted(const char *group) {
+    const char *only = getenv("BENCH_ONLY");
+    return !only || !*only || strstr(only, group) != NULL;
+}
+
+/* scratch_path joins the scratch root and 'name'; caller frees. */
+static char *scratch_path(const char *name) {
+    char *p = NULL;
+    if (asprintf(&p, "%s/%s", cfg_g.root, name) < 0) return NULL;
+    return p;
+}
+
+/* make_body fills 'out' with 'len' JSON-safe bytes (no NUL added). */
+static void make_body(char *out, size_t len, unsigned seed) {
+    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    for (size_t i = 0; i < len; i++) out[i] = alphabet[(i * 7 + seed) % (sizeof(alphabet) - 1)];
+}
+
+/* ======================================================================
+ * Latency histogram: 32 sub-buckets per power of two (about 3 % wide)
+ * ====================================================================== */
+
+enum { H_SUB_BITS = 5, H_BUCKETS = 64 * 32 };
+
+typedef struct Hist {
+    uint64_t n[H_BUCKETS];
+    uint64_t count;
+} Hist;
+
+static size_t h_index(uint64_t v) {
+    if (v < (2u << H_SUB_BITS)) return (size_t)v;
+    int e = 63 - __builtin_clzll(v) - H_SUB_BITS;
+    return (size_t)e * 32 + (size_t)(v >> e);
+}
+
+static double h_value(size_t idx) {
+    if (idx < (2u << H_SUB_BITS)) return (double)idx;
+    int e = (int)(idx / 32) - 1;
+    double lo = (double)((idx % 32 + 32) << e);
+    return lo + (double)((uint64_t)1 << e) / 2; /* bucket middle */
+}
+
+static void h_add(Hist *h, uint64_t v) {
+    h->n[h_index(v)]++;
+    h->count++;
+}
+
+static void h_merge(Hist *into, const Hist *from) {
+    for (size_t i = 0; i < H_BUCKETS; i++) into->n[i] += from->n[i];
+    into->count += from->count;
+}
+
+/* h_pct returns the value below which 'p' (0..1) of the samples fall. */
+static double h_pct(const Hist *h, double p) {
+    if (!h->count) return NAN;
+    uint64_t want = (uint64_t)ceil(p * (double)h->count);
+    if (want == 0) want = 1;
+    uint64_t seen = 0;
+    for (size_t i = 0; i < H_BUCKETS; i++) {
+        seen += h->n[i];
+        if (seen >= want) return h_value(i);
+    }
+    return NAN;
+}
+
+/* ======================================================================
+ * Results table (the layout of bench_store's)
+ * ====================================================================== */
+
+enum { MET_NONE = -1, MET_NO = 0, MET_YES = 1, MET_ERROR = 2 };
+
+typedef struct Row {
+    char what[80];
+    double value;     /* NAN when the case failed */
+    char unit[16];
+    char ceiling[64]; /* what the figure is compared with, measured in this run */
+    double ratio;     /* value / ceiling, NAN if none */
+    char target[24];
+    int met;          /* MET_* */
+} Row;
+
+enum { MAX_ROWS = 48 };
+static Row rows[MAX_ROWS];
+static size_t nrows;
+static int case_errors; /* cases that could not run or were broken */
+
+static Row *row_add(const char *unit, double value, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static Row *row_add(const char *unit, double value, const char *fmt, ...) {
+    static Row spare;
+    if (nrows == MAX_ROWS) return &spare;
+    Row *r = &rows[nrows++];
+    memset(r, 0, sizeof(*r));
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->what, sizeof(r->what), fmt, ap);
+    va_end(ap);
+    snprintf(r->unit, sizeof(r->unit), "%s", unit);
+    r->value = value;
+    r->ratio = NAN;
+    r->met = isnan(value) ? MET_ERROR : MET_NONE;
+    return r;
+}
+
+/* fmt_num prints 'v' with thousands separators above 1000, else with up to
+ * two decimals. */
+static void fmt_num(char *buf, size_t cap, double v) {
+    if (isnan(v)) {
+        snprintf(buf, cap, "-");
+        return;
+    }
+    if (fabs(v) < 1000) {
+        snprintf(buf, cap, fabs(v) < 10 ? "%.2f" : "%.1f", v);
+        return;
+    }
+    char digits[32];
+    snprintf(digits, sizeof(digits), "%.0f", fabs(v));
+    size_t n = strlen(digits);
+    size_t o = 0;
+    if (v < 0 && o + 1 < cap) buf[o++] = '-';
+    for (size_t i = 0; i < n && o + 2 < cap; i++) {
+        if (i && (n - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = digits[i];
+    }
+    buf[o] = '\0';
+}
+
+static void row_ceiling(Row *r, double ceiling, const char *unit, const char *what) {
+    char num[32];
+    fmt_num(num, sizeof(num), ceiling);
+    snprintf(r->ceiling, sizeof(r->ceiling), "%s %s %s", num, unit, what);
+    if (!isnan(r->value) && ceiling > 0) r->ratio = r->value / ceiling;
+}
+
+/* row_target judges 'x' (the value, or the ratio) against 'limit'. */
+static void row_target(Row *r, double x, bool at_least, double limit, const char *text) {
+    snprintf(r->target, sizeof(r->target), "%s", text);
+    if (r->met == MET_ERROR) return;
+    if (isnan(x)) {
+        r->met = MET_ERROR;
+        return;
+    }
+    r->met = (at_least ? x >= limit : x < limit) ? MET_YES : MET_NO;
+}
+
+static void print_table(void) {
+    const char *head[7] = {"what", "value", "unit", "ceiling (same run)", "ratio", "target",
+                           "met?"};
+    static char cell[MAX_ROWS][7][96];
+    size_t w[7];
+    for (int c = 0; c < 7; c++) w[c] = strlen(head[c]);
+    for (size_t i = 0; i < nrows; i++) {
+        const Row *r = &rows[i];
+        snprintf(cell[i][0], 96, "%s", r->what);
+        fmt_num(cell[i][1], 96, r->value);
+        snprintf(cell[i][2], 96, "%s", r->unit);
+        snprintf(cell[i][3], 96, "%s", r->ceiling[0] ? r->ceiling : "-");
+        if (isnan(r->ratio))
+            snprintf(cell[i][4], 96, "-");
+        else
+            snprintf(cell[i][4], 96, r->ratio < 10 ? "%.2fx" : "%.1fx", r->ratio);
+        snprintf(cell[i][5], 96, "%s", r->target[0] ? r->target : "-");
+        snprintf(cell[i][6], 96, "%s",
+                 r->met == MET_YES     ? "yes"
+                 : r->met == MET_NO    ? "NO"
+                 : r->met == MET_ERROR ? "ERROR"
+                                       : "-");
+        for (int c = 0; c < 7; c++)
+            if (strlen(cell[i][c]) > w[c]) w[c] = strlen(cell[i][c]);
+    }
+    /* Text columns are left-aligned, numbers right-aligned. */
+    const bool right[7] = {false, true, false, false, true, false, false};
+    for (size_t i = 0; i <= nrows + 1; i++) {
+        for (int c = 0; c < 7; c++) {
+            if (i == 1) {
+                for (size_t k = 0; k < w[c] + (c ? 2 : 1); k++) putchar('-');
+                if (c < 6) putchar('+');
+                continue;
+            }
+            const char *s = i == 0 ? head[c] : cell[i - 2][c];
+            printf(c ? " " : "");
+            printf(right[c] && i ? "%*s" : "%-*s", (int)w[c], s);
+            printf(c < 6 ? " |" : "");
+        }
+        putchar('\n');
+    }
+}
+
+/* ======================================================================
+ * Header: machine and settings
+ * ====================================================================== */
+
+static void cpu_model(char *buf, size_t cap) {
+    snprintf(buf, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof(line), f)) {
+        char *p = strchr(line, ':');
+        if (strncmp(line, "model name", 10) == 0 && p) {
+            p++;
+            while (*p == ' ') p++;
+            p[strcspn(p, "\n")] = '\0';
+            snprintf(buf, cap, "%s", p);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static void print_header(void) {
+    char date[64];
+    time_t t = time(NULL);
+    struct tm tm;
+    localtime_r(&t, &tm);
+    strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S %z", &tm);
+    struct utsname u;
+    if (uname(&u) != 0) memset(&u, 0, sizeof(u));
+    char cpu[256];
+    cpu_model(cpu, sizeof(cpu));
+    printf("petrel bench_http  %s\n", date);
+    printf("kernel  %s %s %s, %ld online CPUs\n", u.sysname, u.release, u.machine,
+           sysconf(_SC_NPROCESSORS_ONLN));
+    printf("cpu     %s\n", cpu);
+    struct stat st;
+    char built[64] = "?";
+    if (stat(cfg_g.petrel, &st) == 0 && localtime_r(&st.st_mtime, &tm))
+        strftime(built, sizeof(built), "%Y-%m-%d %H:%M:%S", &tm);
+    printf("broker  %s (built %s); libmicrohttpd %s (ceiling); load: %s\n", cfg_g.petrel,
+           built, MHD_get_version(), cfg_g.wrk);
+    printf("data    %s\n", cfg_g.root);
+    if (getenv("BENCH_BROKER_FLAGS") && *getenv("BENCH_BROKER_FLAGS"))
+        printf("flags   BENCH_BROKER_FLAGS=%s\n", getenv("BENCH_BROKER_FLAGS"));
+    printf("settings BENCH_SECS=%d BENCH_CONNS=%d BENCH_WRK_THREADS=%d BENCH_ROUNDS=%d "
+           "BENCH_PULL_MSGS=%ld\n         BENCH_LAT_RATE=%g BENCH_LAT_PRODUCERS=%d "
+           "BENCH_LAT_WARMUP_MS=%ld BENCH_SYNC_SECS=%g\n",
+           cfg_g.secs, cfg_g.conns, cfg_g.wrk_threads, cfg_g.rounds, cfg_g.pull_msgs,
+           cfg_g.lat_rate, cfg_g.lat_producers, cfg_g.lat_warmup_ms, cfg_g.sync_secs);
+    SysCpu c0 = sys_cpu();
+    int64_t t0 = now_ns();
+    sleep_ms(1000);
+    SysCpu c1 = sys_cpu();
+    double secs = (double)(now_ns() - t0) / 1e9;
+    printf("load    %.2f cores busy in the second before the start (other processes; steal "
+           "%.2f)\n", (c1.procs - c0.procs + c1.softirq - c0.softirq) / secs,
+           (c1.steal - c0.steal) / secs);
+    printf("notes   wrk, the servers and this program share the same CPUs; every message "
+           "body is %d B; MiB = 2^20 bytes\n\n", BODY_LEN);
+    fflush(stdout);
+}
+
+/* ======================================================================
+ * Child processes and /proc
+ * ====================================================================== */
+
+/* spawn runs 'argv' (argv[0] searched in PATH) with stdout and stderr
+ * appended to 'out_path'; the child dies with this program (PDEATHSIG), so
+ * an interrupted bench leaves no broker or wrk behind.  -1 on failure. */
+static pid_t spawn(char *const *argv, const char *out_path) {
+    int fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "bench: cannot open '%s': %s\n", out_path, strerror(errno));
+        return -1;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        signal(SIGPIPE, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (in >= 0) dup2(in, STDIN_FILENO);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        execvp(argv[0], argv);
+        fprintf(stderr, "bench: cannot run '%s': %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(fd);
+    if (pid < 0) fprintf(stderr, "bench: fork: %s\n", strerror(errno));
+    return pid;
+}
+
+/* Exit status of a waitpid() status word: 0..255, 128 + signal, or -1. */
+static int status_of(int ws) {
+    if (WIFEXITED(ws)) return WEXITSTATUS(ws);
+    if (WIFSIGNALED(ws)) return 128 + WTERMSIG(ws);
+    return -1;
+}
+
+/* stop_pid sends SIGTERM to 'pid' (a child of ours), waits up to
+ * 'wait_ms', then SIGKILLs it.  Returns its exit status as status_of. */
+static int stop_pid(pid_t pid, long wait_ms) {
+    if (pid <= 0) return -1;
+    kill(pid, SIGTERM);
+    int64_t deadline = now_ns() + wait_ms * 1000000;
+    int ws = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, &ws, WNOHANG);
+        if (r == pid) return status_of(ws);
+        if (r < 0 && errno != EINTR) return -1;
+        if (now_ns() >= deadline) break;
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "bench: pid %d ignored SIGTERM for %ld ms; SIGKILL\n", (int)pid, wait_ms);
+    kill(pid, SIGKILL);
+    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+    }
+    return status_of(ws);
+}
+
+/* rss_anon_kib reads RssAnon of 'pid' from /proc; -1 when unknown. */
+static long rss_anon_kib(pid_t pid) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[256];
+    long kib = -1;
+    while (fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "RssAnon: %ld kB", &kib) == 1) break;
+    }
+    fclose(f);
+    return kib;
+}
+
+/* cpu_secs is the user + system CPU time of 'pid' so far (0 = this
+ * process, all threads); NAN when unknown. */
+static double cpu_secs(pid_t pid) {
+    if (pid == 0) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+               (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+    }
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return NAN;
+    char line[1024];
+    bool got = fgets(line, sizeof(line), f) != NULL;
+    fclose(f);
+    char *p = got ? strrchr(line, ')') : NULL; /* the name may hold spaces */
+    unsigned long long ut = 0;
+    unsigned long long st = 0;
+    /* After ')': state (field 3) ... utime is field 14, stime 15. */
+    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+                     &st) != 2)
+        return NAN;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* ======================================================================
+ * A minimal HTTP/1.1 client: one keep-alive connection, one request at a
+ * time, Content-Length bodies only (what the gateway sends)
+ * ====================================================================== */
+
+typedef struct Http {
+    int fd;          /* -1 = not connected */
+    int port;
+    char *buf;       /* the last response, head and body */
+    size_t cap;
+    char *out;       /* the request being sent */
+    size_t out_cap;
+} Http;
+
+static void http_init(Http *h, int port) {
+    memset(h, 0, sizeof(*h));
+    h->fd = -1;
+    h->port = port;
+}
+
+static void http_close(Http *h) {
+    if (h->fd >= 0) close(h->fd);
+    h->fd = -1;
+}
+
+static void http_free(Http *h) {
+    http_close(h);
+    free(h->buf);
+    free(h->out);
+    h->buf = h->out = NULL;
+}
+
+static int http_connect(Http *h) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)h->port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct timeval tv = {IO_TIMEOUT_S, 0};
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    h->fd = fd;
+    return 0;
+}
+
+static bool grow(char **p, size_t *cap, size_t need) {
+    if (need <= *cap) return true;
+    size_t c = *cap ? *cap : 16384;
+    while (c < need) c *= 2;
+    char *n = realloc(*p, c);
+    if (!n) return false;
+    *p = n;
+    *cap = c;
+    return true;
+}
+
+static bool send_all(int fd, const char *p, size_t len) {
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        p += n;
+        len -= (size_t)n;
+    }
+    return true;
+}
+
+/* header_value finds header 'name' (lowercase, with the colon) in the
+ * NUL-terminated head 'head'; returns its value or NULL. */
+static const char *header_value(const char *head, const char *name) {
+    const char *p = strcasestr(head, name);
+    while (p && p != head && p[-1] != '\n') p = strcasestr(p + 1, name);
+    if (!p) return NULL;
+    p += strlen(name);
+    while (*p == ' ') p++;
+    return p;
+}
+
+/* Reads one response into h->buf; the status, or -1. */
+static int read_response(Http *h, const char **body, size_t *body_len) {
+    size_t have = 0;
+    size_t head_len = 0;
+    for (;;) {
+        if (!grow(&h->buf, &h->cap, have + 4096 + 1)) return -1;
+        ssize_t n = recv(h->fd, h->buf + have, h->cap - have - 1, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        have += (size_t)n;
+        char *e = memmem(h->buf, have, "\r\n\r\n", 4);
+        if (e) {
+            head_len = (size_t)(e - h->buf) + 4;
+            break;
+        }
+        if (have > 65536) return -1;
+    }
+    char saved = h->buf[head_len];
+    h->buf[head_len] = '\0';
+    int status = 0;
+    if (sscanf(h->buf, "HTTP/1.%*d %d", &status) != 1) return -1;
+    const char *cl = header_value(h->buf, "content-length:");
+    const char *conn = header_value(h->buf, "connection:");
+    bool close_after = conn && strncasecmp(conn, "close", 5) == 0;
+    if (header_value(h->buf, "transfer-encoding:")) return -1; /* not needed here */
+    h->buf[head_len] = saved;
+    size_t len = cl ? (size_t)strtoull(cl, NULL, 10) : 0;
+    if (!grow(&h->buf, &h->cap, head_len + len + 1)) return -1;
+    while (have < head_len + len) {
+        ssize_t n = recv(h->fd, h->buf + have, head_len + len - have, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        have += (size_t)n;
+    }
+    h->buf[head_len + len] = '\0';
+    *body = h->buf + head_len;
+    *body_len = len;
+    if (close_after) http_close(h);
+    return status;
+}
+
+/* http_call sends one request ('ctype' and 'body' may be NULL) and reads
+ * the answer.  Returns the HTTP status, or -1 when the connection failed
+ * (it is reopened on the next call).  '*body' (NUL-terminated) points into
+ * 'h' and stays valid until the next call. */
+static int http_call(Http *h, const char *method, const char *path, const char *ctype,
+                     const char *body, size_t len, const char **resp, size_t *resp_len) {
+    *resp = "";
+    *resp_len = 0;
+    if (h->fd < 0 && http_connect(h) != 0) return -1;
+    char head[512];
+    int n = snprintf(head, sizeof(head),
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%s%s%sContent-Length: %zu\r\n\r\n",
+                     method, path, h->port, ctype ? "Content-Type: " : "", ctype ? ctype : "",
+                     ctype ? "\r\n" : "", body ? len : 0);
+    if (n < 0 || (size_t)n >= sizeof(head)) return -1;
+    size_t total = (size_t)n + (body ? len : 0);
+    if (!grow(&h->out, &h->out_cap, total)) return -1;
+    memcpy(h->out, head, (size_t)n);
+    if (body) memcpy(h->out + n, body, len);
+    int status = send_all(h->fd, h->out, total) ? read_response(h, resp, resp_len) : -1;
+    if (status < 0) http_close(h);
+    return status;
+}
+
+/* ======================================================================
+ * The ceiling: bare libmicrohttpd with the gateway's model (gw_start in
+ * gateway/http.c, at the broker's defaults httpThreads=2,
+ * httpMaxConnections=4096, httpConnectionTimeout=60): epoll, internal pool
+ * of 2 workers, suspend/resume on, 64 KiB of memory per connection; the
+ * listen socket bound and listening (backlog 1024) as gw_listen does.  It
+ * collects the POST body as the gateway does (a buffer of at least 4 KiB,
+ * one copy) and answers 204 on the final call: never in the first call,
+ * which would make MHD close the connection (NOTES-libs).
+ * ====================================================================== */
+
+typedef struct CeilReq {
+    char *body;  /* collected request body */
+    size_t len;  /* bytes */
+    size_t cap;  /* bytes allocated */
+} CeilReq;
+
+static enum MHD_Result ceil_on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                       const char *method, const char *version,
+                                       const char *upload_data, size_t *upload_data_size,
+                                       void **con_cls) {
+    (void)cls;
+    (void)url;
+    (void)method;
+    (void)version;
+    CeilReq *r = *con_cls;
+    if (!r) { /* call 1: headers only; set up, never answer here */
+        r = calloc(1, sizeof(*r));
+        if (!r) return MHD_NO;
+        *con_cls = r;
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        size_t need = r->len + *upload_data_size;
+        if (need > r->cap) {
+            size_t cap = r->cap ? r->cap : 4096;
+            while (cap < need) cap *= 2;
+            char *nb = realloc(r->body, cap);
+            if (!nb) return MHD_NO;
+            r->body = nb;
+            r->cap = cap;
+        }
+        memcpy(r->body + r->len, upload_data, *upload_data_size);
+        r->len = need;
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_NO_CONTENT, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static void ceil_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                              enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    CeilReq *r = *con_cls;
+    if (!r) return;
+    free(r->body);
+    free(r);
+    *con_cls = NULL;
+}
+
+/* ceil_start starts the server on 127.0.0.1 and a free port ('*port'). */
+static struct MHD_Daemon *ceil_start(int *port) {
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0) return NULL;
+    int one = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof(sa);
+    if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(s, 1024) != 0 ||
+        getsockname(s, (struct sockaddr *)&sa, &sl) != 0) {
+        fprintf(stderr, "bench: ceiling: cannot listen: %s\n", strerror(errno));
+        close(s);
+        return NULL;
+    }
+    *port = ntohs(sa.sin_port);
+    unsigned int flags =
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, 0, NULL, NULL, ceil_on_request, NULL,
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)2,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)4096,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+        MHD_OPTION_NOTIFY_COMPLETED, ceil_on_completed, NULL,
+        MHD_OPTION_END);
+    if (!d) {
+        fprintf(stderr, "bench: ceiling: cannot start the daemon\n");
+        close(s);
+    }
+    return d;
+}
+
+/* ======================================================================
+ * wrk: run, sample the server meanwhile, parse the output
+ * ====================================================================== */
+
+typedef struct WrkResult {
+    bool ran;              /* wrk printed Requests/sec */
+    double rps;            /* Requests/sec */
+    double secs;           /* the run's length as wrk reports it */
+    uint64_t requests;     /* completed requests */
+    uint64_t non2xx;       /* "Non-2xx or 3xx responses" */
+    uint64_t sock_errors;  /* connect + read + write + timeout */
+    double p50_us;         /* latency percentiles, NAN if absent */
+    double p90_us;
+    double p99_us;
+    char script_line[256]; /* the script's own "RESULT ..." line, "" if none */
+    double server_cores;   /* server CPU seconds / wall seconds, NAN if unknown */
+    double wrk_cores;      /* wrk's CPU seconds / wall seconds */
+    double other_cores;    /* all the rest (other processes, ksoftirqd) / wall seconds */
+    double softirq_cores;  /* softirq time (loopback TCP; mostly inside the above) */
+    double steal_cores;    /* hypervisor steal / wall seconds */
+    long peak_anon_kib;    /* largest RssAnon sampled (a broker), -1 = none */
+} WrkResult;
+
+/* What one case measured: its rate and what each message cost the server. */
+typedef struct Figure {
+    double rate;   /* msgs/s (req/s for the ceiling); NAN = failed or broken */
+    double cpu_us; /* server CPU time per message (per request for the ceiling), us */
+} Figure;
+
+static const Figure NO_FIGURE = {NAN, NAN};
+
+static Figure wrk_figure(const WrkResult *w, double per_req) {
+    return (Figure){w->rps * per_req, w->server_cores / (w->rps * per_req) * 1e6};
+}
+
+/* wrk_time_us reads "2.89ms", "812.00us", "1.02s", "1.50m" as microseconds. */
+static double wrk_time_us(const char *s) {
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (end == s) return NAN;
+    if (strncmp(end, "us", 2) == 0) return v;
+    if (strncmp(end, "ms", 2) == 0) return v * 1e3;
+    if (strncmp(end, "s", 1) == 0) return v * 1e6;
+    if (strncmp(end, "m", 1) == 0) return v * 60e6;
+    if (strncmp(end, "h", 1) == 0) return v * 3600e6;
+    return NAN;
+}
+
+static void wrk_parse(const char *path, WrkResult *w) {
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof(line), f)) {
+        char num[64];
+        int pct = 0;
+        unsigned long long a = 0, b = 0, c = 0, d = 0;
+        if (sscanf(line, "Requests/sec: %lf", &w->rps) == 1) {
+            w->ran = true;
+        } else if (sscanf(line, " %llu requests in %63[^,]", &a, num) == 2) {
+            w->requests = a;
+            w->secs = wrk_time_us(num) / 1e6;
+        } else if (sscanf(line, " Non-2xx or 3xx responses: %llu", &a) == 1) {
+            w->non2xx = a;
+        } else if (sscanf(line, " Socket errors: connect %llu, read %llu, write %llu, "
+                                "timeout %llu", &a, &b, &c, &d) == 4) {
+            w->sock_errors = a + b + c + d;
+        } else if (sscanf(line, " %d%% %63s", &pct, num) == 2) {
+            if (pct == 50) w->p50_us = wrk_time_us(num);
+            if (pct == 90) w->p90_us = wrk_time_us(num);
+            if (pct == 99) w->p99_us = wrk_time_us(num);
+        } else if (strncmp(line, "RESULT ", 7) == 0) {
+            size_t n = strcspn(line + 7, "\n");
+            if (n >= sizeof(w->script_line)) n = sizeof(w->script_line) - 1;
+            memcpy(w->script_line, line + 7, n);
+            w->script_line[n] = '\0';
+        }
+    }
+    fclose(f);
+}
+
+/* wrk_run runs wrk with 'script' against 'url' for BENCH_SECS with
+ * BENCH_CONNS connections and --latency.  'server' is the pid of the
+ * server (0 = the ceiling in this process): its CPU time is measured, and
+ * a broker's RssAnon is sampled every SAMPLE_MS.  The output is kept in
+ * <scratch>/wrk-<label>.txt.  Returns 0 when wrk ran and reported. */
+static int wrk_run(const char *label, const char *script, const char *url, pid_t server,
+                   WrkResult *w) {
+    memset(w, 0, sizeof(*w));
+    w->p50_us = w->p90_us = w->p99_us = w->server_cores = w->wrk_cores = w->other_cores = NAN;
+    w->softirq_cores = w->steal_cores = NAN;
+    w->peak_anon_kib = -1;
+    char name[96];
+    snprintf(name, sizeof(name), "wrk-%s.txt", label);
+    char *out = scratch_path(name);
+    if (!out) return -1;
+    unlink(out);
+    char threads[16], conns[16], secs[16];
+    snprintf(threads, sizeof(threads), "-t%d", cfg_g.wrk_threads);
+    snprintf(conns, sizeof(conns), "-c%d", cfg_g.conns);
+    snprintf(secs, sizeof(secs), "-d%ds", cfg_g.secs);
+    char *argv[] = {(char *)cfg_g.wrk, threads, conns, secs, "--timeout", "10s", "--latency",
+                    "-s", (char *)script, (char *)url, NULL};
+    double cpu0 = cpu_secs(server);
+    double self0 = cpu_secs(0);
+    SysCpu sys0 = sys_cpu();
+    int64_t t0 = now_ns();
+    pid_t pid = spawn(argv, out);
+    if (pid < 0) {
+        free(out);
+        return -1;
+    }
+    int ws = 0;
+    struct rusage ru;
+    memset(&ru, 0, sizeof(ru));
+    bool killed = false;
+    for (;;) {
+        pid_t r = wait4(pid, &ws, WNOHANG, &ru);
+        if (r == pid) break;
+        if (r < 0 && errno != EINTR) break;
+        if (server > 0) {
+            long kib = rss_anon_kib(server);
+            if (kib > w->peak_anon_kib) w->peak_anon_kib = kib;
+        }
+        if (interrupted && !killed) {
+            kill(pid, SIGTERM);
+            killed = true;
+        }
+        struct timespec ts = {0, SAMPLE_MS * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    double wall = (double)(now_ns() - t0) / 1e9;
+    double cpu1 = cpu_secs(server);
+    double self = server > 0 ? cpu_secs(0) - self0 : 0; /* the ceiling is this process */
+    w->server_cores = (cpu1 - cpu0) / wall;
+    w->wrk_cores = ((double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+                    (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6) / wall;
+    SysCpu sys1 = sys_cpu();
+    w->other_cores = (sys1.procs - sys0.procs + sys1.softirq - sys0.softirq - self) / wall -
+                     w->server_cores - w->wrk_cores;
+    w->softirq_cores = (sys1.softirq - sys0.softirq) / wall;
+    w->steal_cores = (sys1.steal - sys0.steal) / wall;
+    wrk_parse(out, w);
+    if (!w->ran) {
+        fprintf(stderr, "bench: %s: wrk exited with status %d and no figures; its output:\n",
+                label, status_of(ws));
+        FILE *f = fopen(out, "r");
+        char line[512];
+        while (f && fgets(line, sizeof(line), f)) fprintf(stderr, "    %s", line);
+        if (f) fclose(f);
+    }
+    free(out);
+    return w->ran ? 0 : -1;
+}
+
+/* wrk_broken is true (and says why) when the run saw error answers. */
+static bool wrk_broken(const char *label, const WrkResult *w) {
+    if (w->non2xx == 0 && w->sock_errors == 0) return false;
+    fprintf(stderr, "bench: %s: BROKEN: %" PRIu64 " non-2xx answers, %" PRIu64
+            " socket errors in %" PRIu64 " requests\n", label, w->non2xx, w->sock_errors,
+            w->requests);
+    return true;
+}
+
+static void wrk_print(const char *label, const WrkResult *w, double msgs_per_req) {
+    printf("  %-10s %9.0f req/s (%" PRIu64 " in %.2f s) = %10.0f msgs/s; latency p50 %.2f ms, "
+           "p90 %.2f ms, p99 %.2f ms; server CPU %.1f us/request\n"
+           "  %-10s cpu (cores of %ld): server %.2f, wrk %.2f, others %.2f (softirq %.2f in all, "
+           "steal %.2f)%s%s; non-2xx %" PRIu64 ", socket errors %" PRIu64 "\n",
+           label, w->rps, w->requests, w->secs, w->rps * msgs_per_req, w->p50_us / 1e3,
+           w->p90_us / 1e3, w->p99_us / 1e3, w->server_cores / w->rps * 1e6, "",
+           sysconf(_SC_NPROCESSORS_ONLN), w->server_cores,
+           w->wrk_cores, w->other_cores, w->softirq_cores, w->steal_cores,
+           w->script_line[0] ? "; script: " : "",
+           w->script_line, w->non2xx, w->sock_errors);
+    if (w->peak_anon_kib >= 0)
+        printf("  %-10s broker RssAnon peak %.1f MiB\n", "", (double)w->peak_anon_kib / 1024);
+    fflush(stdout);
+}
+
+/* ======================================================================
+ * Request bodies and the wrk scripts (written into the scratch dir)
+ * ====================================================================== */
+
+/* json_msg writes {"body":"<BODY_LEN bytes>"} into 'out' (>= BODY_LEN + 12
+ * bytes); returns its length. */
+static size_t json_msg(char *out, unsigned seed) {
+    memcpy(out, "{\"body\":\"", 9);
+    make_body(out + 9, BODY_LEN, seed);
+    memcpy(out + 9 + BODY_LEN, "\"}", 3);
+    return 9 + BODY_LEN + 2;
+}
+
+/* json_batch returns {"messages":[...'count' messages...]} (caller frees). */
+static char *json_batch(size_t count, size_t *len) {
+    char one[BODY_LEN + 16];
+    size_t one_len = json_msg(one, 0);
+    size_t cap = 32 + count * (one_len + 1);
+    char *b = malloc(cap);
+    if (!b) return NULL;
+    size_t n = 0;
+    n += (size_t)sprintf(b, "{\"messages\":[");
+    for (size_t i = 0; i < count; i++) {
+        if (i) b[n++] = ',';
+        one_len = json_msg(b + n, (unsigned)i);
+        n += one_len;
+    }
+    n += (size_t)sprintf(b + n, "]}");
+    *len = n;
+    return b;
+}
+
+/* Lua: sum the thread-local counters 'ok' and 'bad' in done(). */
+static const char LUA_COUNTERS[] =
+    "local threads = {}\n"
+    "local nthreads = 0\n"
+    "function setup(thread)\n"
+    "  thread:set(\"tid\", nthreads)\n"
+    "  nthreads = nthreads + 1\n"
+    "  table.insert(threads, thread)\n"
+    "end\n"
+    "function done(summary, latency, requests)\n"
+    "  local ok, bad = 0, 0\n"
+    "  for _, t in ipairs(threads) do ok = ok + t:get(\"ok\"); bad = bad + t:get(\"bad\") end\n"
+    "  io.write(string.format(\"RESULT ok=%d bad=%d\\n\", ok, bad))\n"
+    "end\n";
+
+/* write_post_script writes a POST script with a fixed body; with 'expect'
+ * each answer is checked to contain it (counted ok / bad). */
+static char *write_post_script(const char *name, const char *ctype, const char *body,
+                               const char *expect) {
+    char *path = scratch_path(name);
+    FILE *f = path ? fopen(path, "w") : NULL;
+    if (!f) {
+        fprintf(stderr, "bench: cannot write a wrk script: %s\n", strerror(errno));
+        free(path);
+        return NULL;
+    }
+    /* The body is JSON-safe ASCII without quotes or backslashes, so a
+     * Lua long string holds it as is. */
+    fprintf(f, "wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"%s\"\n"
+               "wrk.body = [==[%s]==]\n", ctype, body);
+    if (expect) {
+        fputs(LUA_COUNTERS, f);
+        fprintf(f, "function init(args) ok = 0; bad = 0 end\n"
+                   "function response(status, headers, body)\n"
+                   "  if status == 200 and string.find(body, '%s', 1, true) then ok = ok + 1\n"
+                   "  else bad = bad + 1 end\n"
+                   "end\n", expect);
+    }
+    fclose(f);
+    return path;
+}
+
+/* write_pull_script writes the pull walker: request k reads queue k % nq
+ * at offset min + 32 * chunk, walking each queue front to back and
+ * wrapping at its end; every offset leaves at least 32 messages, so every
+ * FOUND answer carries exactly PULL_MAX. */
+static char *write_pull_script(const uint64_t *qmin, const uint64_t *chunks, size_t nq) {
+    char *path = scratch_path("pull.lua");
+    FILE *f = path ? fopen(path, "w") : NULL;
+    if (!f) {
+        fprintf(stderr, "bench: cannot write a wrk script: %s\n", strerror(errno));
+        free(path);
+        return NULL;
+    }
+    fprintf(f, "wrk.method = \"GET\"\nlocal mins = {");
+    for (size_t q = 0; q < nq; q++) fprintf(f, "%s%" PRIu64, q ? ", " : "", qmin[q]);
+    fprintf(f, "}\nlocal chunks = {");
+    for (size_t q = 0; q < nq; q++) fprintf(f, "%s%" PRIu64, q ? ", " : "", chunks[q]);
+    fprintf(f, "}\nlocal nq = %zu\n", nq);
+    fputs(LUA_COUNTERS, f);
+    fprintf(f,
+            "function init(args) ok = 0; bad = 0; k = tid * 7919 end\n"
+            "function request()\n"
+            "  local q = k %% nq\n"
+            "  local c = math.floor(k / nq) %% chunks[q + 1]\n"
+            "  k = k + 1\n"
+            "  return wrk.format(nil, \"/v1/topics/%s/queues/\" .. q .. \"/messages?offset=\" "
+            ".. (mins[q + 1] + c * %d) .. \"&max=%d\")\n"
+            "end\n"
+            "function response(status, headers, body)\n"
+            "  if status == 200 and string.find(body, '\"status\":\"FOUND\"', 1, true) then\n"
+            "    ok = ok + 1 else bad = bad + 1 end\n"
+            "end\n",
+            TOPIC, PULL_MAX, PULL_MAX);
+    fclose(f);
+    return path;
+}
+
+/* ======================================================================
+ * Brokers: `petrel standalone` on a free port, data in the scratch dir
+ * ====================================================================== */
+
+typedef struct Srv {
+    pid_t pid;            /* 0 = not running */
+    int port;
+    char label[32];       /* "async", "sync" */
+    char dir[PATH_MAX];   /* <scratch>/broker-<label> */
+    char log[PATH_MAX + 16];
+    char url[64];         /* http://127.0.0.1:<port> */
+} Srv;
+
+static int read_port(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int port = 0;
+    if (fscanf(f, "%d", &port) != 1) port = 0;
+    fclose(f);
+    return port;
+}
+
+/* srv_start starts a broker with the default store sizes, --logLevel=warn
+ * and 'extra' (NULL or one more --key=value); waits for its port file. */
+static int srv_start(Srv *s, const char *label, const char *extra) {
+    memset(s, 0, sizeof(*s));
+    snprintf(s->label, sizeof(s->label), "%s", label);
+    int n = snprintf(s->dir, sizeof(s->dir), "%s/broker-%s", cfg_g.root, label);
+    if (n < 0 || (size_t)n >= sizeof(s->dir)) return -1;
+    snprintf(s->log, sizeof(s->log), "%s/broker.log", s->dir);
+    if (mkdir(s->dir, 0755) != 0) {
+        fprintf(stderr, "bench: cannot create '%s': %s\n", s->dir, strerror(errno));
+        return -1;
+    }
+    char data[PATH_MAX + 8], port_file[PATH_MAX + 8];
+    snprintf(data, sizeof(data), "%s/data", s->dir);
+    snprintf(port_file, sizeof(port_file), "%s/port", s->dir);
+    char *argv[40] = {cfg_g.petrel, "standalone", "--listen", "127.0.0.1:0", "--data", data,
+                      "--port-file", port_file, "--logLevel=warn"};
+    size_t argc = 9;
+    if (extra) argv[argc++] = (char *)extra;
+    /* BENCH_BROKER_FLAGS: more flags, space-separated (later ones win). */
+    char *flags = strdup(getenv("BENCH_BROKER_FLAGS") ? getenv("BENCH_BROKER_FLAGS") : "");
+    char *save = NULL;
+    for (char *f = flags ? strtok_r(flags, " ", &save) : NULL; f && argc < 39;
+         f = strtok_r(NULL, " ", &save))
+        argv[argc++] = f;
+    argv[argc] = NULL;
+    s->pid = spawn(argv, s->log);
+    free(flags);
+    if (s->pid < 0) {
+        s->pid = 0;
+        return -1;
+    }
+    int64_t deadline = now_ns() + (int64_t)WAIT_START_MS * 1000000;
+    while (now_ns() < deadline && !interrupted) {
+        s->port = read_port(port_file);
+        if (s->port > 0) {
+            snprintf(s->url, sizeof(s->url), "http://127.0.0.1:%d", s->port);
+            return 0;
+        }
+        int ws = 0;
+        if (waitpid(s->pid, &ws, WNOHANG) == s->pid) {
+            fprintf(stderr, "bench: broker %s exited with status %d before listening (log: %s)\n",
+                    label, status_of(ws), s->log);
+            s->pid = 0;
+            return -1;
+        }
+        sleep_ms(20);
+    }
+    fprintf(stderr, "bench: broker %s: no port file after %d ms\n", label, WAIT_START_MS);
+    stop_pid(s->pid, 0);
+    s->pid = 0;
+    return -1;
+}
+
+/* srv_stop stops the broker (SIGTERM, then SIGKILL after WAIT_STOP_MS),
+ * prints what it logged at warn level and above (anything is worth a look),
+ * and removes its directory unless BENCH_KEEP is set. */
+static void srv_stop(Srv *s) {
+    if (s->pid > 0) {
+        int64_t t0 = now_ns();
+        int st = stop_pid(s->pid, WAIT_STOP_MS);
+        printf("  broker %s stopped: exit status %d after %.0f ms\n", s->label, st,
+               (double)(now_ns() - t0) / 1e6);
+        if (st != 0) {
+            fprintf(stderr, "bench: broker %s exited with status %d on SIGTERM\n", s->label, st);
+        }
+        s->pid = 0;
+    }
+    FILE *f = s->dir[0] ? fopen(s->log, "r") : NULL;
+    if (f) {
+        char line[512];
+        int n = 0;
+        while (fgets(line, sizeof(line), f)) {
+            if (n++ < 12) printf("  broker %s log: %s", s->label, line);
+        }
+        if (n > 12) printf("  broker %s log: ... %d lines in all\n", s->label, n);
+        fclose(f);
+    }
+    if (s->dir[0] && !cfg_g.keep) mq_rmtree(s->dir);
+    s->dir[0] = '\0';
+    fflush(stdout);
+}
+
+/* ======================================================================
+ * Checks before measuring: the first request of each case must be a 200
+ * with the expected answer (a bench that measures 400s is useless)
+ * ====================================================================== */
+
+/* expect_call sends one request and checks the status and that the answer
+ * contains 'needle'; prints the answer otherwise.  With 'root' the answer
+ * is also parsed (caller owns *root). */
+static bool expect_call(Http *h, const char *what, const char *method, const char *path,
+                        const char *ctype, const char *body, size_t len, int status,
+                        const char *needle, json_t **root) {
+    const char *resp = NULL;
+    size_t resp_len = 0;
+    int got = http_call(h, method, path, ctype, body, len, &resp, &resp_len);
+    bool ok = got == status && (!needle || strstr(resp, needle));
+    if (ok && root) {
+        *root = json_loadb(resp, resp_len, 0, NULL);
+        ok = *root != NULL;
+    }
+    if (!ok) {
+        fprintf(stderr, "bench: %s: %s %s answered %d (wanted %d with '%s'): %.300s\n", what,
+                method, path, got, status, needle ? needle : "", resp);
+    }
+    return ok;
+}
+
+/* queue_ranges reads the queues of 'topic': min and max offsets into the
+ * arrays (up to 'cap' queues); the number of queues, or -1. */
+static int queue_ranges(Http *h, const char *topic, uint64_t *qmin, uint64_t *qmax, int cap) {
+    char path[128];
+    snprintf(path, sizeof(path), "/v1/topics/%s/queues", topic);
+    json_t *root = NULL;
+    if (!expect_call(h, "queues", "GET", path, NULL, NULL, 0, 200, NULL, &root)) return -1;
+    int n = 0;
+    size_t i;
+    json_t *q;
+    json_array_foreach(root, i, q) {
+        if (n == cap) break;
+        qmin[n] = (uint64_t)json_integer_value(json_object_get(q, "minOffset"));
+        qmax[n] = (uint64_t)json_integer_value(json_object_get(q, "maxOffset"));
+        n++;
+    }
+    json_decref(root);
+    return n;
+}
+
+/* ======================================================================
+ * 1. Ceiling: bare libmicrohttpd, POST the produce body, 204
+ * ====================================================================== */
+
+typedef struct Scripts {
+    char *json;  /* one JSON message */
+    char *raw;   /* one raw body */
+    char *batch; /* BATCH_COUNT JSON messages */
+    char *sync;  /* one JSON message, answers checked for SEND_OK */
+    char *batch_body; /* the batch request, also sent by the bench's own check */
+    size_t batch_len; /* bytes */
+} Scripts;
+
+static double ceiling_rps = NAN; /* req/s, the best run; NAN if not measured */
+
+/* run_ceiling starts the server, checks one request, runs wrk with the
+ * produce script against it and stops it.  Req/s, NAN on failure. */
+static Figure run_ceiling(const char *json_script, int round) {
+    char label[32];
+    snprintf(label, sizeof(label), "ceiling-%d", round);
+    WrkResult w;
+    memset(&w, 0, sizeof(w));
+    int port = 0;
+    struct MHD_Daemon *d = ceil_start(&port);
+    bool ok = d != NULL;
+    if (ok) {
+        Http h;
+        http_init(&h, port);
+        char body[BODY_LEN + 16];
+        size_t len = json_msg(body, 0);
+        ok = expect_call(&h, label, "POST", "/v1/topics/" TOPIC "/messages", "application/json",
+                         body, len, 204, NULL, NULL);
+        http_free(&h);
+    }
+    char url[96];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/topics/%s/messages", port, TOPIC);
+    if (ok) ok = wrk_run(label, json_script, url, 0, &w) == 0;
+    if (d) MHD_stop_daemon(d);
+    if (ok) wrk_print(label, &w, 1);
+    if (ok && wrk_broken(label, &w)) ok = false;
+    if (!ok) case_errors++;
+    return ok ? wrk_figure(&w, 1) : NO_FIGURE;
+}
+
+/* ======================================================================
+ * 2-4. Produce: one JSON message, one raw body, batches of 100
+ * ====================================================================== */
+
+static double json_rps = NAN;     /* figure 2, for the raw and batch rows */
+static long load_peak_kib = -1;   /* broker RssAnon peak over the load cases */
+static char load_peak_case[16];   /* the case that had it */
+
+static void note_peak(const char *label, const WrkResult *w) {
+    if (w->peak_anon_kib > load_peak_kib) {
+        load_peak_kib = w->peak_anon_kib;
+        snprintf(load_peak_case, sizeof(load_peak_case), "%s", label);
+    }
+}
+
+/* batch_ok checks a batch answer: 'count' results, each SEND_OK. */
+static bool batch_ok(json_t *root, size_t count) {
+    json_t *res = json_object_get(root, "results");
+    if (json_array_size(res) != count) return false;
+    size_t i;
+    json_t *v;
+    json_array_foreach(res, i, v) {
+        const char *st = json_string_value(json_object_get(v, "status"));
+        if (!st || strcmp(st, "SEND_OK") != 0) return false;
+    }
+    return true;
+}
+
+/* produce_case checks one request, runs wrk and returns what it measured
+ * (NO_FIGURE when the case could not run or was broken). */
+static Figure produce_case(const Srv *a, const char *label, const char *script,
+                           const char *ctype, const char *body, size_t len, size_t per_req) {
+    Http h;
+    http_init(&h, a->port);
+    json_t *root = NULL;
+    bool ok = expect_call(&h, label, "POST", "/v1/topics/" TOPIC "/messages", ctype, body, len,
+                          200, "SEND_OK", per_req > 1 ? &root : NULL);
+    if (ok && per_req > 1 && !batch_ok(root, per_req)) {
+        fprintf(stderr, "bench: %s: the batch answer does not hold %zu SEND_OK results\n", label,
+                per_req);
+        ok = false;
+    }
+    json_decref(root);
+    http_free(&h);
+    char url[128];
+    snprintf(url, sizeof(url), "%s/v1/topics/%s/messages", a->url, TOPIC);
+    WrkResult w;
+    if (ok) ok = wrk_run(label, script, url, a->pid, &w) == 0;
+    if (ok) {
+        wrk_print(label, &w, (double)per_req);
+        note_peak(label, &w);
+        if (wrk_broken(label, &w)) ok = false;
+    }
+    if (!ok) case_errors++;
+    return ok ? wrk_figure(&w, (double)per_req) : NO_FIGURE;
+}
+
+/* A figure measured in BENCH_ROUNDS interleaved rounds: the best run
+ * counts (background load only ever slows a run down); a failed or broken
+ * run makes the figure an error. */
+typedef struct Best {
+    Figure best;  /* the fastest run so far, rate NAN = none */
+    bool failed;  /* some run failed or was broken */
+} Best;
+
+static void best_add(Best *b, Figure f) {
+    if (isnan(f.rate))
+        b->failed = true;
+    else if (isnan(b->best.rate) || f.rate > b->best.rate)
+        b->best = f;
+}
+
+static Figure best_of(const Best *b) {
+    return b->failed ? NO_FIGURE : b->best;
+}
+
+/* cpu_row adds the sub-row "server CPU per message" of a figure. */
+static void cpu_row(Figure f, const char *what) {
+    row_add("us", f.cpu_us, "  %s", what);
+}
+
+/* single_rounds runs the ceiling and (with a broker 'a') the JSON and raw
+ * produce cases in BENCH_ROUNDS rounds, then adds their rows. */
+static void single_rounds(const Srv *a, const Scripts *sc) {
+    bool bare = wanted("ceiling") || wanted("json") || wanted("pull") || wanted("memory");
+    bool json = a && (wanted("json") || wanted("memory"));
+    bool raw = a && wanted("raw");
+    char jbody[BODY_LEN + 16];
+    size_t jlen = json_msg(jbody, 0);
+    char rbody[BODY_LEN];
+    make_body(rbody, BODY_LEN, 0);
+    Best bc = {NO_FIGURE, false}, bj = {NO_FIGURE, false}, br = {NO_FIGURE, false};
+    for (int i = 1; i <= cfg_g.rounds && !interrupted; i++) {
+        char label[16];
+        if (bare) best_add(&bc, run_ceiling(sc->json, i));
+        snprintf(label, sizeof(label), "json-%d", i);
+        if (json && !interrupted)
+            best_add(&bj, produce_case(a, label, sc->json, "application/json", jbody, jlen, 1));
+        snprintf(label, sizeof(label), "raw-%d", i);
+        if (raw && !interrupted)
+            best_add(&br, produce_case(a, label, sc->raw, "application/octet-stream", rbody,
+                                       BODY_LEN, 1));
+    }
+    ceiling_rps = best_of(&bc).rate;
+    json_rps = best_of(&bj).rate;
+    if (bare) {
+        row_add("req/s", ceiling_rps, "bare MHD (gateway model), POST 111 B -> 204");
+        cpu_row(best_of(&bc), "bare MHD CPU per request");
+    }
+    if (json) {
+        Row *r = row_add("msgs/s", json_rps, "produce JSON, 1 msg/request, %d conns",
+                         cfg_g.conns);
+        if (!isnan(ceiling_rps)) row_ceiling(r, ceiling_rps, "req/s", "bare MHD");
+        row_target(r, r->ratio, true, 0.7, ">= 0.70x bare MHD");
+        cpu_row(best_of(&bj), "broker CPU per message (JSON)");
+    }
+    if (raw) {
+        Row *r = row_add("msgs/s", best_of(&br).rate,
+                         "produce raw body (octet-stream), 1 msg/request");
+        if (!isnan(json_rps)) row_ceiling(r, json_rps, "msgs/s", "JSON produce");
+        row_target(r, r->ratio, true, 1.0, ">= 1.00x JSON");
+        cpu_row(best_of(&br), "broker CPU per message (raw)");
+    }
+}
+
+static void case_batch(const Srv *a, const char *script, const char *body, size_t len) {
+    Figure f = produce_case(a, "batch", script, "application/json", body, len, BATCH_COUNT);
+    Row *r = row_add("msgs/s", f.rate, "produce JSON batch, %d msgs/request", BATCH_COUNT);
+    if (!isnan(json_rps)) row_ceiling(r, json_rps, "msgs/s", "JSON produce");
+    row_target(r, f.rate, true, 1.5e6, ">= 1,500,000/s");
+    cpu_row(f, "broker CPU per message (batch)");
+}
+
+/* ======================================================================
+ * 5. Pull 32 at a time from the page cache
+ * ====================================================================== */
+
+typedef struct Filler {
+    int port;
+    const char *body;     /* a batch of PREFILL_BATCH */
+    size_t len;
+    atomic_long *left;    /* messages still to send, shared */
+    bool failed;          /* out */
+} Filler;
+
+static void *filler_main(void *arg) {
+    Filler *f = arg;
+    Http h;
+    http_init(&h, f->port);
+    while (!interrupted && atomic_fetch_sub(f->left, PREFILL_BATCH) > 0) {
+        const char *resp = NULL;
+        size_t n = 0;
+        int st = http_call(&h, "POST", "/v1/topics/" TOPIC "/messages", "application/json",
+                           f->body, f->len, &resp, &n);
+        if (st != 200) {
+            fprintf(stderr, "bench: prefill: answer %d: %.200s\n", st, resp);
+            f->failed = true;
+            break;
+        }
+    }
+    http_free(&h);
+    return NULL;
+}
+
+/* settle_queues waits (up to 10 s) until the queues of TOPIC stop growing
+ * (the dispatcher has caught up) and reads them; the queue count or -1. */
+static int settle_queues(Http *h, uint64_t *qmin, uint64_t *qmax, int cap) {
+    uint64_t last = UINT64_MAX;
+    int n = -1;
+    for (int tries = 0; tries < 100 && !interrupted; tries++) {
+        n = queue_ranges(h, TOPIC, qmin, qmax, cap);
+        if (n < 0) return -1;
+        uint64_t sum = 0;
+        for (int q = 0; q < n; q++) sum += qmax[q] - qmin[q];
+        if (sum == last) return n;
+        last = sum;
+        sleep_ms(100);
+    }
+    return n;
+}
+
+/* prefill tops TOPIC up to BENCH_PULL_MSGS messages with batches of
+ * PREFILL_BATCH over two connections. */
+static bool prefill(const Srv *a, Http *h) {
+    uint64_t qmin[64], qmax[64];
+    int nq = settle_queues(h, qmin, qmax, 64);
+    if (nq < 0) return false;
+    uint64_t have = 0;
+    for (int q = 0; q < nq; q++) have += qmax[q] - qmin[q];
+    long want = cfg_g.pull_msgs - (long)have;
+    if (want <= 0) return true;
+    size_t len = 0;
+    char *body = json_batch(PREFILL_BATCH, &len);
+    if (!body) return false;
+    atomic_long left;
+    atomic_init(&left, want);
+    Filler f[2];
+    pthread_t tid[2];
+    int started = 0;
+    int64_t t0 = now_ns();
+    for (int i = 0; i < 2; i++) {
+        f[i] = (Filler){a->port, body, len, &left, false};
+        if (pthread_create(&tid[i], NULL, filler_main, &f[i]) != 0) break;
+        started++;
+    }
+    bool ok = started > 0;
+    for (int i = 0; i < started; i++) {
+        pthread_join(tid[i], NULL);
+        if (f[i].failed) ok = false;
+    }
+    double secs = (double)(now_ns() - t0) / 1e9;
+    free(body);
+    printf("  prefill    %ld msgs in batches of %d in %.2f s (%.0f msgs/s, 2 connections)\n",
+           want, PREFILL_BATCH, secs, (double)want / secs);
+    return ok && !interrupted;
+}
+
+/* pull_check reads one pull and checks it is FOUND with PULL_MAX bodies of
+ * BODY_LEN bytes. */
+static bool pull_check(Http *h, uint64_t offset) {
+    char path[160];
+    snprintf(path, sizeof(path), "/v1/topics/%s/queues/0/messages?offset=%" PRIu64 "&max=%d",
+             TOPIC, offset, PULL_MAX);
+    json_t *root = NULL;
+    bool ok = expect_call(h, "pull", "GET", path, NULL, NULL, 0, 200, "\"FOUND\"", &root);
+    json_t *msgs = json_object_get(root, "messages");
+    if (ok && (json_array_size(msgs) != PULL_MAX ||
+               json_string_length(json_object_get(json_array_get(msgs, 0), "body")) != BODY_LEN)) {
+        fprintf(stderr, "bench: pull: wanted %d messages of %d B, got %zu\n", PULL_MAX, BODY_LEN,
+                json_array_size(msgs));
+        ok = false;
+    }
+    json_decref(root);
+    return ok;
+}
+
+static void case_pull(const Srv *a) {
+    Figure f = NO_FIGURE;
+    char *script = NULL;
+    Http h;
+    http_init(&h, a->port);
+    uint64_t qmin[64], qmax[64], chunks[64];
+    bool ok = prefill(a, &h);
+    int nq = ok ? settle_queues(&h, qmin, qmax, 64) : -1;
+    uint64_t total = 0;
+    for (int q = 0; q < nq; q++) {
+        chunks[q] = (qmax[q] - qmin[q]) / PULL_MAX;
+        if (chunks[q] == 0) ok = false; /* every queue must hold 32 */
+        total += chunks[q] * PULL_MAX;
+    }
+    ok = ok && nq > 0 && pull_check(&h, qmin[0]);
+    http_free(&h);
+    if (ok) {
+        printf("  pull       walking %" PRIu64 " messages in %d queues, %d per request\n", total,
+               nq, PULL_MAX);
+        script = write_pull_script(qmin, chunks, (size_t)nq);
+    }
+    WrkResult w;
+    char url[96];
+    snprintf(url, sizeof(url), "%s/", a->url);
+    if (ok && script) ok = wrk_run("pull", script, url, a->pid, &w) == 0;
+    if (ok && script) {
+        wrk_print("pull", &w, PULL_MAX);
+        note_peak("pull", &w);
+        unsigned long long good = 0, bad = 0;
+        if (sscanf(w.script_line, "ok=%llu bad=%llu", &good, &bad) != 2 || bad > 0) {
+            fprintf(stderr, "bench: pull: BROKEN: answers not FOUND (%s)\n", w.script_line);
+            ok = false;
+        }
+        if (wrk_broken("pull", &w)) ok = false;
+        if (ok) f = wrk_figure(&w, PULL_MAX);
+    }
+    if (!ok || !script) case_errors++;
+    free(script);
+    Row *r = row_add("msgs/s", f.rate, "pull %d msgs/request from page cache", PULL_MAX);
+    if (!isnan(ceiling_rps)) row_ceiling(r, ceiling_rps * PULL_MAX, "msgs/s", "bare MHD x 32");
+    row_target(r, f.rate, true, 1e6, ">= 1,000,000/s");
+    cpu_row(f, "broker CPU per message (pull)");
+}
+
+/* ======================================================================
+ * 6. SYNC_FLUSH produce next to the raw fdatasync rate
+ * ====================================================================== */
+
+/* fdatasync_rate: 4 KiB appends, each followed by fdatasync, for
+ * BENCH_SYNC_SECS on a preallocated file in the scratch directory (the
+ * brokers' filesystem).  Per second, NAN on failure. */
+static double fdatasync_rate(double *p50_us, double *p99_us) {
+    const off_t prealloc = 64 << 20;
+    double rate = NAN;
+    char *path = scratch_path("fsync.dat");
+    Hist *hist = calloc(1, sizeof(*hist));
+    char *page = aligned_alloc(4096, 4096);
+    int fd = path ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+    if (!hist || !page || fd < 0 || fallocate(fd, 0, 0, prealloc) != 0 || fdatasync(fd) != 0) {
+        fprintf(stderr, "bench: fdatasync: cannot set up '%s': %s\n", path ? path : "?",
+                strerror(errno));
+        goto out;
+    }
+    memset(page, 'f', 4096);
+    off_t off = 0;
+    uint64_t n = 0;
+    int64_t t0 = now_ns();
+    int64_t end = t0 + (int64_t)(cfg_g.sync_secs * 1e9);
+    int64_t t = t0;
+    while (t < end && !interrupted) {
+        if (pwrite(fd, page, 4096, off) != 4096 || fdatasync(fd) != 0) {
+            fprintf(stderr, "bench: fdatasync loop: %s\n", strerror(errno));
+            goto out;
+        }
+        int64_t t1 = now_ns();
+        h_add(hist, (uint64_t)(t1 - t));
+        t = t1;
+        n++;
+        off = (off + 4096) % prealloc;
+        page[0]++;
+    }
+    rate = (double)n / ((double)(t - t0) / 1e9);
+    *p50_us = h_pct(hist, 0.50) / 1e3;
+    *p99_us = h_pct(hist, 0.99) / 1e3;
+out:
+    if (fd >= 0) close(fd);
+    if (path) unlink(path);
+    free(path);
+    free(page);
+    free(hist);
+    return rate;
+}
+
+static void case_sync(const char *script) {
+    double p50 = NAN, p99 = NAN;
+    double fsync = fdatasync_rate(&p50, &p99);
+    Row *r = row_add("fsync/s", fsync, "4 KiB append + fdatasync (scratch dir)");
+    printf("  fdatasync  %.0f/s, p50 %.0f us, p99 %.0f us\n", fsync, p50, p99);
+    Figure f = NO_FIGURE;
+    WrkResult w;
+    memset(&w, 0, sizeof(w));
+    w.p50_us = w.p99_us = NAN;
+    Srv b;
+    bool ok = srv_start(&b, "sync", "--flushDiskType=SYNC_FLUSH") == 0;
+    if (ok) {
+        Http h;
+        http_init(&h, b.port);
+        char body[BODY_LEN + 16];
+        size_t len = json_msg(body, 0);
+        ok = expect_call(&h, "sync", "POST", "/v1/topics/" TOPIC "/messages", "application/json",
+                         body, len, 200, "\"SEND_OK\"", NULL);
+        http_free(&h);
+        char url[128];
+        snprintf(url, sizeof(url), "%s/v1/topics/%s/messages", b.url, TOPIC);
+        if (ok) ok = wrk_run("sync", script, url, b.pid, &w) == 0;
+        if (ok) {
+            wrk_print("sync", &w, 1);
+            unsigned long long good = 0, bad = 0;
+            if (sscanf(w.script_line, "ok=%llu bad=%llu", &good, &bad) != 2 || bad > 0) {
+                fprintf(stderr, "bench: sync: BROKEN: answers without SEND_OK (%s)\n",
+                        w.script_line);
+                ok = false;
+            }
+            if (wrk_broken("sync", &w)) ok = false;
+            if (ok) {
+                f = wrk_figure(&w, 1);
+                printf("  sync       %.1f acks per raw fdatasync\n", f.rate / fsync);
+            }
+        }
+    }
+    srv_stop(&b);
+    if (!ok) case_errors++;
+    r = row_add("msgs/s", f.rate, "SYNC_FLUSH produce JSON, %d conns", cfg_g.conns);
+    if (!isnan(fsync)) row_ceiling(r, fsync, "fsync/s", "raw");
+    cpu_row(f, "broker CPU per message (SYNC_FLUSH)");
+    row_add("ms", ok ? w.p50_us / 1e3 : NAN, "  SYNC_FLUSH produce latency p50");
+    row_add("ms", ok ? w.p99_us / 1e3 : NAN, "  SYNC_FLUSH produce latency p99");
+}
+
+/* ======================================================================
+ * 7. Produce -> long-polling pull latency at a paced rate
+ *
+ * BENCH_LAT_PRODUCERS threads, one keep-alive connection each, share the
+ * schedule: message 'seq' is due at t0 + seq / rate and is sent by
+ * producer seq % producers (late sends go at once; the latency clock
+ * starts at the send, so the schedule's slack is not counted).  Each body
+ * carries its sequence number; one consumer thread long-polls the
+ * one-queue topic (waitMs) and, when an answer has arrived, takes the
+ * latency of every message in it: arrival - send time.  Messages sent in
+ * the first BENCH_LAT_WARMUP_MS are left out of the judged percentiles
+ * (printed apart): the first message of a fresh broker or queue waits tens
+ * of ms while the store creates and preallocates its files.
+ * ====================================================================== */
+
+typedef struct LatRun {
+    int port;
+    double rate;                 /* msgs/s, all producers together */
+    int producers;
+    uint64_t cap;                /* sequence numbers available */
+    _Atomic int64_t *sent_ns;    /* per seq: now_ns() before its send; 0 = not sent */
+    int64_t t0;                  /* the schedule's origin */
+    int64_t warmup_ns;           /* messages sent before t0 + this are not judged */
+    int64_t end;                 /* nothing is due at or after this */
+    atomic_uint_fast64_t sent;   /* produces answered SEND_OK */
+    _Atomic int64_t last_ns;     /* when the last send started */
+    atomic_int producers_left;
+    atomic_bool failed;
+} LatRun;
+
+typedef struct LatProducer {
+    LatRun *run;
+    int idx;
+    Hist rtt;      /* produce round trip, ns */
+    uint64_t late; /* sends that started more than 1 ms behind their due time */
+} LatProducer;
+
+typedef struct LatConsumer {
+    LatRun *run;
+    FILE *dump;        /* BENCH_LAT_DUMP: "<send ms since t0> <latency us>" lines, or NULL */
+    Hist lat;          /* produce -> consumer, ns, sent after the warm-up */
+    Hist all;          /* the same, every message */
+    uint64_t received; /* messages */
+    uint64_t dups;     /* messages seen twice */
+    uint64_t unknown;  /* bodies that name no sent sequence number */
+    uint64_t polls;
+    uint64_t empty;    /* polls answered without messages */
+} LatConsumer;
+
+static void sleep_until(int64_t t_ns) {
+    struct timespec ts = {(time_t)(t_ns / 1000000000), (long)(t_ns % 1000000000)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR && !interrupted) {
+    }
+}
+
+/* lat_msg writes {"body":"seq=<12 digits>;<padding>"} (BODY_LEN body). */
+static size_t lat_msg(char *out, uint64_t seq) {
+    size_t n = json_msg(out, (unsigned)seq);
+    char tag[20];
+    snprintf(tag, sizeof(tag), "seq=%012" PRIu64 ";", (uint64_t)(seq % 1000000000000ull));
+    memcpy(out + 9, tag, strlen(tag));
+    return n;
+}
+
+static void *lat_producer_main(void *arg) {
+    LatProducer *p = arg;
+    LatRun *run = p->run;
+    prctl(PR_SET_TIMERSLACK, 1UL); /* wake on time, not up to 50 us late */
+    Http h;
+    http_init(&h, run->port);
+    char body[BODY_LEN + 16];
+    for (uint64_t seq = (uint64_t)p->idx; seq < run->cap; seq += (uint64_t)run->producers) {
+        int64_t due = run->t0 + (int64_t)((double)seq * 1e9 / run->rate);
+        if (due >= run->end || interrupted || atomic_load(&run->failed)) break;
+        sleep_until(due);
+        size_t len = lat_msg(body, seq);
+        int64_t t = now_ns();
+        if (t - due > 1000000) p->late++;
+        atomic_store_explicit(&run->sent_ns[seq], t, memory_order_release);
+        int64_t last = atomic_load(&run->last_ns);
+        while (t > last && !atomic_compare_exchange_weak(&run->last_ns, &last, t)) {
+        }
+        const char *resp = NULL;
+        size_t n = 0;
+        int st = http_call(&h, "POST", "/v1/topics/" LAT_TOPIC "/messages", "application/json",
+                           body, len, &resp, &n);
+        h_add(&p->rtt, (uint64_t)(now_ns() - t));
+        if (st != 200 || !strstr(resp, "\"SEND_OK\"")) {
+            fprintf(stderr, "bench: latency: produce answered %d: %.200s\n", st, resp);
+            atomic_store(&run->failed, true);
+            break;
+        }
+        atomic_fetch_add(&run->sent, 1);
+    }
+    atomic_fetch_sub(&run->producers_left, 1);
+    http_free(&h);
+    return NULL;
+}
+
+static bool starts_with(const char *s, const char *prefix) {
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* lat_take records the messages of one poll answer received at 't'.  The
+ * answer's text is scanned rather than parsed (a full JSON parse of every
+ * answer cost this process a third of a core, on the broker's CPUs): each
+ * message's body starts with "seq=<12 digits>;".  Returns the number of
+ * messages seen. */
+static size_t lat_take(LatConsumer *c, const char *resp, int64_t t, uint8_t *seen) {
+    static const char key[] = "\"body\":\"seq=";
+    LatRun *run = c->run;
+    size_t n = 0;
+    for (const char *p = strstr(resp, key); p; p = strstr(p + 1, key)) {
+        unsigned long long seq = 0;
+        n++;
+        c->received++;
+        if (sscanf(p + sizeof(key) - 1, "%12llu;", &seq) != 1 || seq >= run->cap) {
+            c->unknown++;
+            continue;
+        }
+        int64_t ts = atomic_load_explicit(&run->sent_ns[seq], memory_order_acquire);
+        if (ts == 0) {
+            c->unknown++;
+            continue;
+        }
+        if (seen[seq]++) {
+            c->dups++;
+            continue;
+        }
+        h_add(&c->all, (uint64_t)(t - ts));
+        if (ts >= run->t0 + run->warmup_ns) h_add(&c->lat, (uint64_t)(t - ts));
+        if (c->dump)
+            fprintf(c->dump, "%.3f %.1f\n", (double)(ts - run->t0) / 1e6, (double)(t - ts) / 1e3);
+    }
+    return n;
+}
+
+static void *lat_consumer_main(void *arg) {
+    LatConsumer *c = arg;
+    LatRun *run = c->run;
+    uint8_t *seen = calloc(run->cap, 1);
+    Http h;
+    http_init(&h, run->port);
+    uint64_t offset = 0;
+    int64_t give_up = run->end + 5 * (int64_t)1000000000;
+    while (seen && !interrupted && now_ns() < give_up && !atomic_load(&run->failed)) {
+        if (atomic_load(&run->producers_left) == 0 &&
+            c->received - c->unknown - c->dups >= atomic_load(&run->sent))
+            break;
+        char path[160];
+        snprintf(path, sizeof(path),
+                 "/v1/topics/%s/queues/0/messages?offset=%" PRIu64 "&max=1000&waitMs=500",
+                 LAT_TOPIC, offset);
+        const char *resp = NULL;
+        size_t n = 0;
+        int st = http_call(&h, "GET", path, NULL, NULL, 0, &resp, &n);
+        int64_t t = now_ns(); /* the consumer has the messages */
+        const char *next = st == 200 ? strstr(resp, "\"nextOffset\":") : NULL;
+        unsigned long long off = 0;
+        bool good = next && sscanf(next + 13, "%llu", &off) == 1 &&
+                    (starts_with(resp, "{\"status\":\"FOUND\",") ||
+                     starts_with(resp, "{\"status\":\"NO_NEW_MSG\","));
+        if (!good) {
+            fprintf(stderr, "bench: latency: pull answered %d: %.200s\n", st, resp);
+            atomic_store(&run->failed, true);
+            break;
+        }
+        c->polls++;
+        if (lat_take(c, resp, t, seen) == 0) c->empty++;
+        offset = off;
+    }
+    free(seen);
+    http_free(&h);
+    return NULL;
+}
+
+/* lat_topic creates the one-queue topic of the case. */
+static bool lat_topic(int port) {
+    Http h;
+    http_init(&h, port);
+    const char *resp = NULL;
+    size_t n = 0;
+    const char body[] = "{\"queues\":1}";
+    int st = http_call(&h, "PUT", "/v1/topics/" LAT_TOPIC, "application/json", body,
+                       sizeof(body) - 1, &resp, &n);
+    if (st != 200 && st != 201) fprintf(stderr, "bench: latency: PUT topic: %d %.200s\n", st, resp);
+    http_free(&h);
+    return st == 200 || st == 201;
+}
+
+static void case_latency(const Srv *a) {
+    LatRun run;
+    memset(&run, 0, sizeof(run));
+    run.port = a->port;
+    run.rate = cfg_g.lat_rate;
+    run.producers = cfg_g.lat_producers;
+    run.cap = (uint64_t)(run.rate * cfg_g.secs) + 16;
+    run.warmup_ns = (int64_t)cfg_g.lat_warmup_ms * 1000000;
+    run.sent_ns = calloc(run.cap, sizeof(*run.sent_ns));
+    atomic_init(&run.sent, 0);
+    atomic_init(&run.last_ns, 0);
+    atomic_init(&run.producers_left, run.producers);
+    atomic_init(&run.failed, false);
+    LatProducer *prod = calloc((size_t)run.producers, sizeof(*prod));
+    LatConsumer *cons = calloc(1, sizeof(*cons));
+    pthread_t *tid = calloc((size_t)run.producers + 1, sizeof(*tid));
+    bool ok = run.sent_ns && prod && cons && tid && lat_topic(a->port);
+    double rate = NAN, p50 = NAN, p99 = NAN;
+    int started = 0;
+    double srv0 = cpu_secs(a->pid), self0 = cpu_secs(0);
+    SysCpu sys0 = sys_cpu();
+    int64_t wall0 = now_ns();
+    const char *dump = getenv("BENCH_LAT_DUMP");
+    if (ok && dump && *dump && !(cons->dump = fopen(dump, "w")))
+        fprintf(stderr, "bench: cannot write '%s': %s\n", dump, strerror(errno));
+    if (ok) {
+        cons->run = &run;
+        run.t0 = now_ns() + 100 * 1000000; /* the threads start meanwhile */
+        run.end = run.t0 + (int64_t)cfg_g.secs * 1000000000;
+        ok = pthread_create(&tid[0], NULL, lat_consumer_main, cons) == 0;
+        started = ok ? 1 : 0;
+        for (int i = 0; ok && i < run.producers; i++) {
+            prod[i].run = &run;
+            prod[i].idx = i;
+            if (pthread_create(&tid[i + 1], NULL, lat_producer_main, &prod[i]) != 0) {
+                atomic_store(&run.failed, true);
+                atomic_fetch_sub(&run.producers_left, run.producers - i);
+                ok = false;
+                break;
+            }
+            started++;
+        }
+    }
+    for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
+    double wall = (double)(now_ns() - wall0) / 1e9;
+    double srv = (cpu_secs(a->pid) - srv0) / wall, self = (cpu_secs(0) - self0) / wall;
+    SysCpu sys1 = sys_cpu();
+    double others = (sys1.procs - sys0.procs + sys1.softirq - sys0.softirq) / wall - srv - self;
+    printf("  %-10s cpu (cores of %ld): server %.2f, this bench %.2f, others %.2f\n", "latency",
+           sysconf(_SC_NPROCESSORS_ONLN), srv, self, others);
+    if (ok && !atomic_load(&run.failed)) {
+        Hist rtt;
+        memset(&rtt, 0, sizeof(rtt));
+        uint64_t late = 0;
+        for (int i = 0; i < run.producers; i++) {
+            h_merge(&rtt, &prod[i].rtt);
+            late += prod[i].late;
+        }
+        uint64_t sent = atomic_load(&run.sent);
+        uint64_t got = cons->all.count;
+        /* Over the schedule, or longer when the producers fell behind it. */
+        int64_t last = atomic_load(&run.last_ns);
+        int64_t span = last > run.end ? last - run.t0 : run.end - run.t0;
+        rate = (double)sent / ((double)span / 1e9);
+        printf("  latency    %" PRIu64 " sent (%.0f msgs/s, %" PRIu64 " sends > 1 ms late), "
+               "produce round trip p50 %.0f us, p99 %.0f us\n"
+               "  %-10s %" PRIu64 " received in %" PRIu64 " polls (%" PRIu64 " empty), "
+               "%" PRIu64 " duplicates, %" PRIu64 " unknown\n"
+               "  %-10s after the first %ld ms: latency p50 %.0f us, p90 %.0f us, p99 %.0f us, "
+               "p99.9 %.0f us, max %.0f us\n"
+               "  %-10s whole run: p99 %.0f us, max %.0f us (the first messages of a fresh "
+               "queue wait for its files)\n",
+               sent, rate, late, h_pct(&rtt, 0.5) / 1e3, h_pct(&rtt, 0.99) / 1e3, "", got,
+               cons->polls, cons->empty, cons->dups, cons->unknown, "", cfg_g.lat_warmup_ms,
+               h_pct(&cons->lat, 0.5) / 1e3, h_pct(&cons->lat, 0.9) / 1e3,
+               h_pct(&cons->lat, 0.99) / 1e3, h_pct(&cons->lat, 0.999) / 1e3,
+               h_pct(&cons->lat, 1.0) / 1e3, "", h_pct(&cons->all, 0.99) / 1e3,
+               h_pct(&cons->all, 1.0) / 1e3);
+        if (got != sent || cons->dups || cons->unknown) {
+            fprintf(stderr, "bench: latency: BROKEN: %" PRIu64 " sent, %" PRIu64
+                    " received once\n", sent, got);
+            ok = false;
+        } else {
+            p50 = h_pct(&cons->lat, 0.5) / 1e3;
+            p99 = h_pct(&cons->lat, 0.99) / 1e3;
+        }
+    } else {
+        ok = false;
+    }
+    if (!ok) {
+        case_errors++;
+        rate = NAN;
+    }
+    if (cons && cons->dump) fclose(cons->dump);
+    free(run.sent_ns);
+    free(prod);
+    free(cons);
+    free(tid);
+    Row *r = row_add("msgs/s", rate, "paced produce for the latency case");
+    row_ceiling(r, cfg_g.lat_rate, "/s", "scheduled");
+    cpu_row((Figure){rate, srv / rate * 1e6}, "broker CPU per message (produce + long poll)");
+    row_add("ms", p50 / 1e3, "  produce -> long-poll pull latency p50");
+    r = row_add("ms", p99 / 1e3, "  produce -> long-poll pull latency p99");
+    row_target(r, p99 / 1e3, false, 5, "< 5 ms");
+}
+
+/* ======================================================================
+ * main
+ * ====================================================================== */
+
+static int setup(void) {
+    cfg_g.secs = (int)env_num("BENCH_SECS", 5, 1, 600);
+    cfg_g.sync_secs = env_num("BENCH_SYNC_SECS", 2, 0.1, 600);
+    cfg_g.conns = (int)env_num("BENCH_CONNS", 64, 1, 4000);
+    cfg_g.wrk_threads = (int)env_num("BENCH_WRK_THREADS", 1, 1, 64);
+    cfg_g.rounds = (int)env_num("BENCH_ROUNDS", 2, 1, 20);
+    if (cfg_g.wrk_threads > cfg_g.conns) cfg_g.wrk_threads = cfg_g.conns;
+    cfg_g.pull_msgs = (long)env_num("BENCH_PULL_MSGS", 1000000, 1000, 1e9);
+    cfg_g.lat_rate = env_num("BENCH_LAT_RATE", 10000, 1, 1e6);
+    cfg_g.lat_producers = (int)env_num("BENCH_LAT_PRODUCERS", 8, 1, 64);
+    cfg_g.lat_warmup_ms = (long)env_num("BENCH_LAT_WARMUP_MS", 500, 0, 60000);
+    cfg_g.wrk = getenv("BENCH_WRK") && *getenv("BENCH_WRK") ? getenv("BENCH_WRK") : "wrk";
+    cfg_g.keep = getenv("BENCH_KEEP") && *getenv("BENCH_KEEP");
+    const char *bin = getenv("PETREL_BIN");
+    if (!bin || !*bin) bin = "bin/petrel";
+    if (!realpath(bin, cfg_g.petrel) || access(cfg_g.petrel, X_OK) != 0) {
+        fprintf(stderr, "bench: no broker binary '%s' (set PETREL_BIN)\n", bin);
+        return -1;
+    }
+    const char *parent = getenv("PETREL_BENCH_DIR");
+    if (!parent || !*parent) parent = "/tmp";
+    if (mq_mkdirs(parent) != MQ_OK) {
+        fprintf(stderr, "bench: cannot create '%s'\n", parent);
+        return -1;
+    }
+    int n = snprintf(cfg_g.root, sizeof(cfg_g.root), "%s/petrel-bench-http-XXXXXX", parent);
+    if (n < 0 || (size_t)n >= sizeof(cfg_g.root) || !mkdtemp(cfg_g.root)) {
+        fprintf(stderr, "bench: cannot create a directory under '%s': %s\n", parent,
+                strerror(errno));
+        return -1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    json_object_seed(0); /* before any thread uses jansson */
+    return 0;
+}
+
+
+static bool write_scripts(Scripts *s) {
+    char json[BODY_LEN + 16];
+    json_msg(json, 0);
+    char raw[BODY_LEN + 1];
+    make_body(raw, BODY_LEN, 0);
+    raw[BODY_LEN] = '\0';
+    s->batch_body = json_batch(BATCH_COUNT, &s->batch_len);
+    s->json = write_post_script("post-json.lua", "application/json", json, NULL);
+    s->raw = write_post_script("post-raw.lua", "application/octet-stream", raw, NULL);
+    s->batch = s->batch_body
+                   ? write_post_script("post-batch.lua", "application/json", s->batch_body, NULL)
+                   : NULL;
+    s->sync = write_post_script("post-sync.lua", "application/json", json, "\"SEND_OK\"");
+    return s->json && s->raw && s->batch && s->sync;
+}
+
+static void free_scripts(Scripts *s) {
+    free(s->json);
+    free(s->raw);
+    free(s->batch);
+    free(s->sync);
+    free(s->batch_body);
+}
+
+/* The async broker's cases, its memory rows around them. */
+static void async_cases(const Scripts *sc) {
+    Srv a;
+    long idle_kib = -1;
+    long after_kib = -1;
+    bool up = srv_start(&a, "async", NULL) == 0;
+    if (up) {
+        sleep_ms(500); /* let start-up finish: segment preparation, threads */
+        idle_kib = rss_anon_kib(a.pid);
+        printf("  broker async on port %d (pid %d); RssAnon idle %.1f MiB\n", a.port, (int)a.pid,
+               (double)idle_kib / 1024);
+        single_rounds(&a, sc);
+        /* The latency case before the bulk writes of batch and pull, whose
+         * writeback (hundreds of MB) would otherwise overlap it. */
+        if (!interrupted && wanted("latency")) case_latency(&a);
+        if (!interrupted && wanted("batch")) case_batch(&a, sc->batch, sc->batch_body,
+                                                        sc->batch_len);
+        if (!interrupted && wanted("pull")) case_pull(&a);
+        sleep_ms(1000);
+        after_kib = rss_anon_kib(a.pid);
+    } else {
+        case_errors++;
+    }
+    srv_stop(&a);
+    Row *r = row_add("MiB", idle_kib >= 0 ? (double)idle_kib / 1024 : NAN,
+                     "broker RssAnon idle (after start)");
+    row_target(r, r->value, false, 16, "< 16 MiB");
+    if (load_peak_kib >= 0) { /* sampled during the wrk runs that ran */
+        r = row_add("MiB", (double)load_peak_kib / 1024, "broker RssAnon peak under load (%s)",
+                    load_peak_case);
+        row_target(r, r->value, false, 64, "< 64 MiB");
+    }
+    row_add("MiB", after_kib >= 0 ? (double)after_kib / 1024 : NAN,
+            "broker RssAnon idle after the load");
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (setup() != 0) return 1;
+    int64_t t0 = now_ns();
+    print_header();
+    Scripts sc;
+    memset(&sc, 0, sizeof(sc));
+    if (!write_scripts(&sc)) {
+        case_errors++;
+        goto out;
+    }
+    bool async = wanted("json") || wanted("raw") || wanted("batch") || wanted("pull") ||
+                 wanted("latency") || wanted("memory");
+    if (async) {
+        printf("bare libmicrohttpd ceiling, then the broker with ASYNC_FLUSH...\n");
+        async_cases(&sc);
+    } else if (wanted("ceiling")) {
+        printf("bare libmicrohttpd ceiling...\n");
+        single_rounds(NULL, &sc);
+    }
+    if (wanted("sync") && !interrupted) {
+        printf("broker, SYNC_FLUSH...\n");
+        case_sync(sc.sync);
+    }
+out:
+    free_scripts(&sc);
+    if (!cfg_g.keep) mq_rmtree(cfg_g.root);
+    printf("\n");
+    print_table();
+    size_t targets = 0;
+    size_t met = 0;
+    size_t errors = 0;
+    for (size_t i = 0; i < nrows; i++) {
+        if (rows[i].target[0]) targets++;
+        if (rows[i].met == MET_YES) met++;
+        if (rows[i].met == MET_ERROR) errors++;
+    }
+    printf("\nbench: %zu figures, %zu targets met, %zu missed%s (%.0f s%s)\n", nrows, met,
+           targets - met, errors || case_errors ? ", some figures failed to run" : "",
+           (double)(now_ns() - t0) / 1e9, interrupted ? ", interrupted" : "");
+    return case_errors || errors || interrupted ? 1 : 0;
+}
