@@ -67,7 +67,7 @@ void jw_str(JsonW *w, const char *s, size_t n) {
         w->failed = true;
         return;
     }
-    static const char hex[] = "0123456789abcdef";
+    static const char hex[] = "0123456789ABCDEF";
     char *o = w->buf + w->len;
     *o++ = '"';
     for (size_t i = 0; i < n; i++) {
