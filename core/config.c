@@ -93,6 +93,8 @@ static const ConfKey keys[] = {
         "concurrent HTTP connections; more wait in the listen backlog"),
     INT(http_connection_timeout_s, "httpConnectionTimeout", 1, 86400, "60",
         "close a connection idle (or a client stalled mid-request) this long, s"),
+    SIZE(http_connection_memory, "httpConnectionMemory", 8192, 1 << 20, "16384",
+         "memory of one HTTP connection (request headers, I/O buffers), bytes"),
     INT(http_max_headers, "httpMaxHeaders", 1, 10000, "100",
         "more request headers than this get 431"),
     INT(idempotency_window_ms, "idempotencyWindow", 1000, 7 * 24 * 3600 * 1000LL, "600000",

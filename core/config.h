@@ -65,6 +65,7 @@ typedef struct Config {
     int64_t http_max_connections;
     int64_t http_connection_timeout_s;     /* idle or stalled connection, s */
     int64_t http_max_headers;              /* more: 431 */
+    uint64_t http_connection_memory;       /* MHD per-connection pool, bytes */
     int64_t idempotency_window_ms;         /* Idempotency-Key replay window */
     int64_t idempotency_max_keys;          /* results remembered at most */
     char web_root[CONF_PATH_MAX];          /* console files */

@@ -58,7 +58,7 @@ typedef struct GwConfig {
 } GwConfig;
 
 /* gw_config_defaults fills 'cfg' with the defaults (2 threads, 4096
- * connections, 60 s idle timeout, 64 KiB per connection, 100 headers,
+ * connections, 60 s idle timeout, 16 KiB per connection, 100 headers,
  * listen_fd -1). */
 void gw_config_defaults(GwConfig *cfg);
 

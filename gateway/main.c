@@ -145,6 +145,7 @@ static int run_server(const Command *cmd, int argc, char **argv) {
     gc.conn_limit = (unsigned)conf.http_max_connections;
     gc.conn_timeout_s = (unsigned)conf.http_connection_timeout_s;
     gc.max_headers = (unsigned)conf.http_max_headers;
+    gc.conn_memory = (size_t)conf.http_connection_memory;
     Gw *gw = NULL;
     if (gw_start(&gc, broker, &gw) != MQ_OK) {
         broker_close(broker);

@@ -71,6 +71,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
+#include "http.h"
 #include "mq.h"
 
 #define BODY_LEN 100        /* bytes of every message body */
@@ -755,13 +756,17 @@ static struct MHD_Daemon *ceil_start(int *port) {
     *port = ntohs(sa.sin_port);
     unsigned int flags =
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    /* The gateway's own defaults (http.h), so the two differ only in what
+     * the handler does. */
+    GwConfig gc;
+    gw_config_defaults(&gc);
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, 0, NULL, NULL, ceil_on_request, NULL,
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)2,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)4096,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)gc.threads,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)gc.conn_limit,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)gc.conn_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)gc.conn_memory,
         MHD_OPTION_NOTIFY_COMPLETED, ceil_on_completed, NULL,
         MHD_OPTION_END);
     if (!d) {
