@@ -64,6 +64,8 @@ static const ConfKey keys[] = {
         "async flush interval of the commit log, ms"),
     INT(flush_cq_interval_ms, "flushIntervalConsumeQueue", 1, U32_MAX_, "1000",
         "flush interval of consume queues and index, ms"),
+    INT(flush_index_interval_ms, "flushIntervalIndex", 1, U32_MAX_, "10000",
+        "flush interval of the key index, ms (recovery re-indexes from the last)"),
     INT(sync_flush_timeout_ms, "syncFlushTimeout", 1, U32_MAX_, "5000",
         "SYNC_FLUSH: longest wait for fdatasync, ms"),
     INT(file_reserved_hours, "fileReservedTime", 0, 24 * 365 * 100, "72",
@@ -544,6 +546,7 @@ void conf_store_config(const Config *c, StoreConfig *out) {
     out->index_entries = (uint32_t)c->max_index_num;
     out->flush_interval_ms = (uint32_t)c->flush_interval_ms;
     out->flush_cq_interval_ms = (uint32_t)c->flush_cq_interval_ms;
+    out->flush_index_interval_ms = (uint32_t)c->flush_index_interval_ms;
     out->sync_flush_timeout_ms = (uint32_t)c->sync_flush_timeout_ms;
     out->sync_flush = c->flush_disk_type == CONF_SYNC_FLUSH;
     out->file_reserved_hours = (uint32_t)c->file_reserved_hours;

@@ -50,6 +50,7 @@ typedef struct Config {
     int64_t max_index_num;                 /* index entries per file */
     int64_t flush_interval_ms;             /* flushIntervalCommitLog */
     int64_t flush_cq_interval_ms;          /* flushIntervalConsumeQueue */
+    int64_t flush_index_interval_ms;       /* flushIntervalIndex */
     int64_t sync_flush_timeout_ms;         /* syncFlushTimeout */
     int64_t file_reserved_hours;           /* fileReservedTime */
     char delete_when[64];                  /* deleteWhen: "04" or "04;16" */

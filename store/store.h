@@ -36,6 +36,9 @@ typedef struct StoreConfig {
     uint32_t index_entries;           /* maxIndexNum (20,000,000) */
     uint32_t flush_interval_ms;       /* flushIntervalCommitLog (500) */
     uint32_t flush_cq_interval_ms;    /* flushIntervalConsumeQueue (1000) */
+    uint32_t flush_index_interval_ms; /* flushIntervalIndex (10000): the index is
+                                       * synced this often, at most once per
+                                       * housekeeping round */
     uint32_t sync_flush_timeout_ms;   /* syncFlushTimeout (5000) */
     bool sync_flush;                  /* flushDiskType == SYNC_FLUSH: write
                                        * through with pwrite (ClConfig) */

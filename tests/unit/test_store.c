@@ -275,6 +275,61 @@ static void test_store_crash_rebuilds_entries_past_checkpoint(void **state) {
     assert_true(offs[n - 1] == 39);
 }
 
+/* Waits (up to 5 s) until the async flusher has synced the whole log. */
+static void wait_log_flushed(Fixture *f) {
+    for (int i = 0; i < 500; i++) {
+        StoreStats ss;
+        store_stats(f->st, &ss);
+        if (ss.flushed_offset == ss.write_offset && i > 0) return;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("the log was never flushed");
+}
+
+static Checkpoint read_ckpt(Fixture *f) {
+    char *path = tu_path(f->dir, "checkpoint");
+    Checkpoint ck;
+    assert_int_equal(ckpt_read(path, &ck), MQ_OK);
+    free(path);
+    return ck;
+}
+
+/* The index is synced on its own, longer interval; its checkpoint position
+ * lags the queues' meanwhile, and recovery re-indexes from it. */
+static void test_store_index_syncs_on_its_own_interval(void **state) {
+    Fixture *f = *state;
+    f->cfg.flush_index_interval_ms = 600000;
+    reopen(f); /* open syncs everything once */
+    uint64_t at_open = read_ckpt(f).index_flushed;
+    for (int i = 0; i < 10; i++) put_msg(f, "t", 0, "v", NULL, "lagging-key");
+    assert_int_equal(store_wait_dispatched(f->st, 5000), MQ_OK);
+    wait_log_flushed(f);
+    store_housekeep(f->st);
+    Checkpoint ck = read_ckpt(f);
+    assert_true(ck.cq_flushed > at_open);
+    assert_true(ck.index_flushed == at_open);
+    char *copy = crash_copy(f);
+    switch_dir(f, copy);
+    assert_int_equal(store_open(&f->cfg, &f->st), MQ_OK);
+    assert_int_equal(store_wait_dispatched(f->st, 5000), MQ_OK);
+    uint64_t offs[16];
+    size_t n = 0;
+    assert_int_equal(store_query_key(f->st, mq_slice("t", 1), mq_slice("lagging-key", 11), 0,
+                                     INT64_MAX, 16, offs, &n),
+                     MQ_OK);
+    assert_int_equal(n, 10);
+    /* once the interval has passed, a round syncs the index too */
+    f->cfg.flush_index_interval_ms = 1;
+    reopen(f);
+    put_msg(f, "t", 0, "v", NULL, "k2");
+    assert_int_equal(store_wait_dispatched(f->st, 5000), MQ_OK);
+    wait_log_flushed(f); /* also lets the 1 ms interval pass */
+    store_housekeep(f->st);
+    ck = read_ckpt(f);
+    assert_true(ck.index_flushed == ck.cq_flushed);
+}
+
 static void test_store_rebuilds_deleted_consume_queues_from_log(void **state) {
     Fixture *f = *state;
     for (int i = 0; i < 150; i++) put_msg(f, i % 2 ? "odd" : "even", (uint32_t)(i % 3), "v", "T",
@@ -590,6 +645,7 @@ static void test_store_rejects_unsafe_topic_names(void **state) {
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
+        T(test_store_index_syncs_on_its_own_interval),
         T(test_store_put_dispatches_to_queue_and_notifies),
         T(test_store_tag_filter_skips_other_tags),
         T(test_store_reopen_continues_queue_offsets),
