@@ -33,8 +33,7 @@ void jw_free(JsonW *w) {
     memset(w, 0, sizeof(*w));
 }
 
-/* Makes room for 'n' more bytes; false (and 'failed') when it cannot. */
-static bool room(JsonW *w, size_t n) {
+bool jw_grow(JsonW *w, size_t n) {
     if (w->failed) return false;
     if (w->cap - w->len >= n) return true;
     size_t cap = w->cap ? w->cap : 256;
@@ -55,15 +54,21 @@ static bool room(JsonW *w, size_t n) {
     return true;
 }
 
-void jw_raw(JsonW *w, const char *s, size_t n) {
-    if (!room(w, n)) return;
-    memcpy(w->buf + w->len, s, n);
-    w->len += n;
+/* Whether any of the 8 bytes at 's' is below 0x20, '"' or '\\' (the bit
+ * tricks report existence exactly, which is all that is asked). */
+static inline bool needs_escape8(const char *s) {
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t v;
+    memcpy(&v, s, 8);
+    uint64_t ctl = (v - ones * 0x20) & ~v & highs;
+    uint64_t q = v ^ (ones * '"');
+    uint64_t bs = v ^ (ones * '\\');
+    return (ctl | ((q - ones) & ~q & highs) | ((bs - ones) & ~bs & highs)) != 0;
 }
 
 void jw_str(JsonW *w, const char *s, size_t n) {
     /* Worst case: every byte a 6-byte \u00XX escape, plus the quotes. */
-    if (n > (SIZE_MAX - 2) / 6 || !room(w, n * 6 + 2)) {
+    if (n > (SIZE_MAX - 2) / 6 || !jw_grow(w, n * 6 + 2)) {
         w->failed = true;
         return;
     }
@@ -71,6 +76,13 @@ void jw_str(JsonW *w, const char *s, size_t n) {
     char *o = w->buf + w->len;
     *o++ = '"';
     for (size_t i = 0; i < n; i++) {
+        /* Runs of 8 bytes with nothing to escape are copied whole. */
+        while (i + 8 <= n && !needs_escape8(s + i)) {
+            memcpy(o, s + i, 8);
+            o += 8;
+            i += 8;
+        }
+        if (i >= n) break;
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x20 && c != '"' && c != '\\') {
             *o++ = (char)c;
@@ -180,38 +192,31 @@ static void put_keys(JsonW *w, MqSlice keys) {
     jw_lit(w, "]");
 }
 
-/* The user properties; a name given twice keeps its last value (as a
- * JSON object would). */
-static void put_props(JsonW *w, MqSlice props) {
+/* The user properties of 'pairs' ('n'); a name given twice keeps its last
+ * value (as a JSON object would). */
+static void put_props(JsonW *w, const MsgProp *pairs, size_t n) {
     jw_lit(w, "{");
-    MsgProp pairs[64];
-    size_t n = 0;
-    if (msg_props_decode(props, NULL, 0, &n) == MQ_OK && n > 0) {
-        MsgProp *all = n <= 64 ? pairs : calloc(n, sizeof(*all));
-        if (!all) {
-            w->failed = true;
-            return;
+    bool first = true;
+    for (size_t i = 0; i < n; i++) {
+        if (msg_prop_name_reserved(pairs[i].name)) continue;
+        bool later = false;
+        for (size_t j = i + 1; j < n && !later; j++) {
+            later = pairs[j].name.len == pairs[i].name.len &&
+                    memcmp(pairs[j].name.ptr, pairs[i].name.ptr, pairs[i].name.len) == 0;
         }
-        size_t got = 0;
-        msg_props_decode(props, all, n, &got);
-        bool first = true;
-        for (size_t i = 0; i < got; i++) {
-            if (msg_prop_name_reserved(all[i].name)) continue;
-            bool later = false;
-            for (size_t j = i + 1; j < got && !later; j++) {
-                later = all[j].name.len == all[i].name.len &&
-                        memcmp(all[j].name.ptr, all[i].name.ptr, all[i].name.len) == 0;
-            }
-            if (later) continue;
-            if (!first) jw_lit(w, ",");
-            first = false;
-            put_text(w, all[i].name);
-            jw_lit(w, ":");
-            put_text(w, all[i].value);
-        }
-        if (all != pairs) free(all);
+        if (later) continue;
+        if (!first) jw_lit(w, ",");
+        first = false;
+        put_text(w, pairs[i].name);
+        jw_lit(w, ":");
+        put_text(w, pairs[i].value);
     }
     jw_lit(w, "}");
+}
+
+static bool name_is(MqSlice name, const char *want) {
+    size_t n = strlen(want);
+    return name.len == n && memcmp(name.ptr, want, n) == 0;
 }
 
 static void put_body(JsonW *w, MqSlice body) {
@@ -235,12 +240,34 @@ static void put_body(JsonW *w, MqSlice body) {
 }
 
 void jw_message(JsonW *w, const ClRecord *rec) {
-    char id[MSG_ID_LEN + 1];
-    msg_id_encode(rec->store_host, rec->phys_off, id);
+    /* The properties are split once; TAGS and KEYS come from the same
+     * pass.  Damaged properties (never written by this broker) show as
+     * none, with tags and keys looked up directly. */
+    MsgProp stack[32];
+    MsgProp *pairs = stack;
+    size_t n = 0;
+    int rc = msg_props_decode(rec->props, stack, 32, &n);
+    if (rc == MQ_ERR_FULL && msg_props_decode(rec->props, NULL, 0, &n) == MQ_OK) {
+        pairs = calloc(n, sizeof(*pairs));
+        if (!pairs) {
+            w->failed = true;
+            return;
+        }
+        rc = msg_props_decode(rec->props, pairs, n, &n);
+    }
     MqSlice tags = {"", 0};
     MqSlice keys = {"", 0};
-    msg_prop_get(rec->props, MSG_PROP_TAGS, &tags);
-    msg_prop_get(rec->props, MSG_PROP_KEYS, &keys);
+    if (rc != MQ_OK) {
+        n = 0;
+        msg_prop_get(rec->props, MSG_PROP_TAGS, &tags);
+        msg_prop_get(rec->props, MSG_PROP_KEYS, &keys);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (name_is(pairs[i].name, MSG_PROP_TAGS)) tags = pairs[i].value;
+        if (name_is(pairs[i].name, MSG_PROP_KEYS)) keys = pairs[i].value;
+    }
+    char id[MSG_ID_LEN + 1];
+    msg_id_encode(rec->store_host, rec->phys_off, id);
     jw_lit(w, "{\"msgId\":\"");
     jw_raw(w, id, MSG_ID_LEN);
     jw_lit(w, "\",\"topic\":");
@@ -256,7 +283,8 @@ void jw_message(JsonW *w, const ClRecord *rec) {
     jw_lit(w, ",\"keys\":");
     put_keys(w, keys);
     jw_lit(w, ",\"properties\":");
-    put_props(w, rec->props);
+    put_props(w, pairs, n);
+    if (pairs != stack) free(pairs);
     jw_lit(w, ",");
     put_body(w, rec->body);
     jw_lit(w, ",\"bornTimestamp\":");

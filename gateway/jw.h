@@ -35,8 +35,17 @@ char *jw_take(JsonW *w, size_t *len);
 
 void jw_free(JsonW *w);
 
-/* jw_raw appends 'n' bytes as they are (JSON punctuation, names). */
-void jw_raw(JsonW *w, const char *s, size_t n);
+/* jw_grow makes room for 'n' more bytes: true, or false with 'failed' set. */
+bool jw_grow(JsonW *w, size_t n);
+
+/* jw_raw appends 'n' bytes as they are (JSON punctuation, names).  Inline:
+ * it runs a dozen times per message of a pull. */
+static inline void jw_raw(JsonW *w, const char *s, size_t n) {
+    if (w->cap - w->len < n && !jw_grow(w, n)) return;
+    if (w->failed) return;
+    memcpy(w->buf + w->len, s, n);
+    w->len += n;
+}
 #define jw_lit(w, s) jw_raw((w), (s), sizeof(s) - 1)
 
 /* jw_str appends 's' as a quoted JSON string.  's' must be valid UTF-8
