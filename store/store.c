@@ -342,11 +342,14 @@ static long dispatch_available(Store *st) {
 static void on_append(void *arg) {
     Store *st = arg;
     /* Only wake the dispatcher when it sleeps: a futex call per append would
-     * cost more than the append itself.  A locked read-modify-write on the
-     * flag (a full barrier) pairs with the exchange in dispatcher_main:
-     * either we see its flag or it sees our record.  The dispatcher's
+     * cost more than the append itself.  The exchange (a full barrier)
+     * pairs with the one in dispatcher_main: either we see its flag or it
+     * sees our record.  Taking the flag (1 -> 0) makes one appender the
+     * waker: the others, finding 0, neither signal again nor queue on
+     * disp_lock behind it.  The dispatcher holds disp_lock from setting the
+     * flag until it waits, so the signal cannot come too early.  Its
      * 100 ms tick bounds the delay should that ever fail. */
-    if (__atomic_fetch_add(&st->disp_sleeping, 0, __ATOMIC_SEQ_CST)) {
+    if (__atomic_exchange_n(&st->disp_sleeping, 0, __ATOMIC_SEQ_CST)) {
         pthread_mutex_lock(&st->disp_lock);
         pthread_cond_signal(&st->disp_cond);
         pthread_mutex_unlock(&st->disp_lock);
