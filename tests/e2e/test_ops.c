@@ -86,6 +86,40 @@ static void test_broker_describes_itself(void **state) {
     json_decref(b);
 }
 
+/* `petrel broker` serves the same API and says what it is; a config file
+ * sets keys and flags win over it. */
+static void test_broker_mode_describes_itself(void **state) {
+    E2eCase *f = *state;
+    char conf[1200];
+    snprintf(conf, sizeof(conf), "%s/broker.conf", f->dir);
+    FILE *cf = fopen(conf, "w");
+    assert_non_null(cf);
+    fprintf(cf, "# a broker of group b\nbrokerName = group-b\nbrokerId=0\n"
+                "flushDiskType=SYNC_FLUSH\nautoCreateTopicEnable=false\n");
+    fclose(cf);
+    const char *extra[] = {"-c", conf, "--flushDiskType=ASYNC_FLUSH", NULL};
+    int rc = e2e_start_cmd(&f->srv, f->dir, "broker", extra);
+    if (rc != 0) e2e_case_print_log(f);
+    assert_int_equal(rc, 0);
+    json_t *b = e2e_call(f, "GET", "/v1/broker", NULL, NULL, 200);
+    assert_string_equal(e2e_str(b, "mode"), "broker");
+    assert_string_equal(e2e_str(b, "brokerName"), "group-b");
+    json_t *conf_json = json_object_get(b, "config");
+    assert_string_equal(e2e_str(conf_json, "flushDiskType"), "ASYNC_FLUSH"); /* flag wins */
+    assert_true(json_is_false(json_object_get(conf_json, "autoCreateTopicEnable")));
+    json_decref(b);
+    /* no auto-create here: produce to an unknown topic is 404 */
+    e2e_expect_error(f, "POST", "/v1/topics/Nope/messages", E2E_JSON, "{\"body\":\"x\"}", 404,
+                     "TOPIC_NOT_FOUND");
+    char *page = NULL;
+    E2eResponse r;
+    assert_int_equal(e2e_get(&f->srv, "/metrics", &r), 0);
+    page = strdup(r.body);
+    e2e_response_free(&r);
+    assert_non_null(strstr(page, "mode=\"broker\""));
+    free(page);
+}
+
 /* ---- /metrics ------------------------------------------------------------*/
 
 /* The value of the sample line that starts with 'series' followed by a
@@ -231,6 +265,8 @@ static void test_metrics_flush_latency_under_sync_flush(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_broker_describes_itself, setup, e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_broker_mode_describes_itself, setup,
+                                        e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_metrics_count_traffic_and_requests, setup,
                                         e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_metrics_flush_latency_under_sync_flush, setup,

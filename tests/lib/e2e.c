@@ -107,6 +107,10 @@ static int read_port(const char *path) {
 }
 
 int e2e_start(E2eServer *s, const char *dir, const char *const *extra) {
+    return e2e_start_cmd(s, dir, "standalone", extra);
+}
+
+int e2e_start_cmd(E2eServer *s, const char *dir, const char *cmd, const char *const *extra) {
     memset(s, 0, sizeof(*s));
     snprintf(s->dir, sizeof(s->dir), "%s", dir);
     snprintf(s->data, sizeof(s->data), "%s/data", dir);
@@ -120,7 +124,7 @@ int e2e_start(E2eServer *s, const char *dir, const char *const *extra) {
     const char *argv[MAX_ARGS];
     int n = 0;
     argv[n++] = e2e_bin();
-    argv[n++] = "standalone";
+    argv[n++] = cmd;
     argv[n++] = "--listen";
     argv[n++] = "127.0.0.1:0";
     argv[n++] = "--data";

@@ -42,6 +42,9 @@ const char *e2e_bin(void);
  * is then killed; its log stays in <dir>/server.log). */
 int e2e_start(E2eServer *s, const char *dir, const char *const *extra);
 
+/* e2e_start_cmd is e2e_start with another server command ("broker"). */
+int e2e_start_cmd(E2eServer *s, const char *dir, const char *cmd, const char *const *extra);
+
 /* e2e_stop sends SIGTERM and waits up to E2E_WAIT_MS for the exit, then
  * kill -9.  Returns the exit status (0..255), 128 + signal number when the
  * child died of a signal, or -1 if none was running. */
