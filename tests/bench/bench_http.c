@@ -51,7 +51,6 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -63,7 +62,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -71,6 +69,9 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
+#include "benchlib.h"
+#define E2E_NO_CMOCKA /* e2e_read_port, e2e_exit_status */
+#include "e2e.h"
 #include "http.h"
 #include "mq.h"
 
@@ -86,7 +87,7 @@
 #define LAT_TOPIC "latency" /* one-queue topic of the latency case */
 
 /* ======================================================================
- * Settings, clock, scratch directory
+ * Settings, scratch directory, helpers
  * ====================================================================== */
 
 typedef struct Settings {
@@ -106,36 +107,7 @@ typedef struct Settings {
 } Settings;
 
 static Settings cfg_g;
-static volatile sig_atomic_t interrupted; /* SIGINT/SIGTERM: skip to cleanup */
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void sleep_ms(long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !interrupted) {
-    }
-}
-
-static double env_num(const char *name, double def, double min, double max) {
-    const char *v = getenv(name);
-    if (!v || !*v) return def;
-    char *end = NULL;
-    double d = strtod(v, &end);
-    if (end == v || *end || d < min || d > max) {
-        fprintf(stderr, "bench: ignoring %s='%s' (want %g..%g)\n", name, v, min, max);
-        return def;
-    }
-    return d;
-}
-
-static void on_signal(int sig) {
-    (void)sig;
-    interrupted = 1;
-}
+static int case_errors; /* cases that could not run or were broken */
 
 /* CPU time of all CPUs since boot (/proc/stat), seconds.  Softirq work
  * (loopback TCP delivery, mostly) is booked apart here, while a process's
@@ -164,12 +136,6 @@ static SysCpu sys_cpu(void) {
     return c;
 }
 
-/* wanted: BENCH_ONLY="json,pull" runs only those groups (substring match). */
-static bool wanted(const char *group) {
-    const char *only = getenv("BENCH_ONLY");
-    return !only || !*only || strstr(only, group) != NULL;
-}
-
 /* scratch_path joins the scratch root and 'name'; caller frees. */
 static char *scratch_path(const char *name) {
     char *p = NULL;
@@ -184,212 +150,13 @@ static void make_body(char *out, size_t len, unsigned seed) {
 }
 
 /* ======================================================================
- * Latency histogram: 32 sub-buckets per power of two (about 3 % wide)
- * ====================================================================== */
-
-enum { H_SUB_BITS = 5, H_BUCKETS = 64 * 32 };
-
-typedef struct Hist {
-    uint64_t n[H_BUCKETS];
-    uint64_t count;
-} Hist;
-
-static size_t h_index(uint64_t v) {
-    if (v < (2u << H_SUB_BITS)) return (size_t)v;
-    int e = 63 - __builtin_clzll(v) - H_SUB_BITS;
-    return (size_t)e * 32 + (size_t)(v >> e);
-}
-
-static double h_value(size_t idx) {
-    if (idx < (2u << H_SUB_BITS)) return (double)idx;
-    int e = (int)(idx / 32) - 1;
-    double lo = (double)((idx % 32 + 32) << e);
-    return lo + (double)((uint64_t)1 << e) / 2; /* bucket middle */
-}
-
-static void h_add(Hist *h, uint64_t v) {
-    h->n[h_index(v)]++;
-    h->count++;
-}
-
-static void h_merge(Hist *into, const Hist *from) {
-    for (size_t i = 0; i < H_BUCKETS; i++) into->n[i] += from->n[i];
-    into->count += from->count;
-}
-
-/* h_pct returns the value below which 'p' (0..1) of the samples fall. */
-static double h_pct(const Hist *h, double p) {
-    if (!h->count) return NAN;
-    uint64_t want = (uint64_t)ceil(p * (double)h->count);
-    if (want == 0) want = 1;
-    uint64_t seen = 0;
-    for (size_t i = 0; i < H_BUCKETS; i++) {
-        seen += h->n[i];
-        if (seen >= want) return h_value(i);
-    }
-    return NAN;
-}
-
-/* ======================================================================
- * Results table (the layout of bench_store's)
- * ====================================================================== */
-
-enum { MET_NONE = -1, MET_NO = 0, MET_YES = 1, MET_ERROR = 2 };
-
-typedef struct Row {
-    char what[80];
-    double value;     /* NAN when the case failed */
-    char unit[16];
-    char ceiling[64]; /* what the figure is compared with, measured in this run */
-    double ratio;     /* value / ceiling, NAN if none */
-    char target[24];
-    int met;          /* MET_* */
-} Row;
-
-enum { MAX_ROWS = 48 };
-static Row rows[MAX_ROWS];
-static size_t nrows;
-static int case_errors; /* cases that could not run or were broken */
-
-static Row *row_add(const char *unit, double value, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static Row *row_add(const char *unit, double value, const char *fmt, ...) {
-    static Row spare;
-    if (nrows == MAX_ROWS) return &spare;
-    Row *r = &rows[nrows++];
-    memset(r, 0, sizeof(*r));
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->what, sizeof(r->what), fmt, ap);
-    va_end(ap);
-    snprintf(r->unit, sizeof(r->unit), "%s", unit);
-    r->value = value;
-    r->ratio = NAN;
-    r->met = isnan(value) ? MET_ERROR : MET_NONE;
-    return r;
-}
-
-/* fmt_num prints 'v' with thousands separators above 1000, else with up to
- * two decimals. */
-static void fmt_num(char *buf, size_t cap, double v) {
-    if (isnan(v)) {
-        snprintf(buf, cap, "-");
-        return;
-    }
-    if (fabs(v) < 1000) {
-        snprintf(buf, cap, fabs(v) < 10 ? "%.2f" : "%.1f", v);
-        return;
-    }
-    char digits[32];
-    snprintf(digits, sizeof(digits), "%.0f", fabs(v));
-    size_t n = strlen(digits);
-    size_t o = 0;
-    if (v < 0 && o + 1 < cap) buf[o++] = '-';
-    for (size_t i = 0; i < n && o + 2 < cap; i++) {
-        if (i && (n - i) % 3 == 0) buf[o++] = ',';
-        buf[o++] = digits[i];
-    }
-    buf[o] = '\0';
-}
-
-static void row_ceiling(Row *r, double ceiling, const char *unit, const char *what) {
-    char num[32];
-    fmt_num(num, sizeof(num), ceiling);
-    snprintf(r->ceiling, sizeof(r->ceiling), "%s %s %s", num, unit, what);
-    if (!isnan(r->value) && ceiling > 0) r->ratio = r->value / ceiling;
-}
-
-/* row_target judges 'x' (the value, or the ratio) against 'limit'. */
-static void row_target(Row *r, double x, bool at_least, double limit, const char *text) {
-    snprintf(r->target, sizeof(r->target), "%s", text);
-    if (r->met == MET_ERROR) return;
-    if (isnan(x)) {
-        r->met = MET_ERROR;
-        return;
-    }
-    r->met = (at_least ? x >= limit : x < limit) ? MET_YES : MET_NO;
-}
-
-static void print_table(void) {
-    const char *head[7] = {"what", "value", "unit", "ceiling (same run)", "ratio", "target",
-                           "met?"};
-    static char cell[MAX_ROWS][7][96];
-    size_t w[7];
-    for (int c = 0; c < 7; c++) w[c] = strlen(head[c]);
-    for (size_t i = 0; i < nrows; i++) {
-        const Row *r = &rows[i];
-        snprintf(cell[i][0], 96, "%s", r->what);
-        fmt_num(cell[i][1], 96, r->value);
-        snprintf(cell[i][2], 96, "%s", r->unit);
-        snprintf(cell[i][3], 96, "%s", r->ceiling[0] ? r->ceiling : "-");
-        if (isnan(r->ratio))
-            snprintf(cell[i][4], 96, "-");
-        else
-            snprintf(cell[i][4], 96, r->ratio < 10 ? "%.2fx" : "%.1fx", r->ratio);
-        snprintf(cell[i][5], 96, "%s", r->target[0] ? r->target : "-");
-        snprintf(cell[i][6], 96, "%s",
-                 r->met == MET_YES     ? "yes"
-                 : r->met == MET_NO    ? "NO"
-                 : r->met == MET_ERROR ? "ERROR"
-                                       : "-");
-        for (int c = 0; c < 7; c++)
-            if (strlen(cell[i][c]) > w[c]) w[c] = strlen(cell[i][c]);
-    }
-    /* Text columns are left-aligned, numbers right-aligned. */
-    const bool right[7] = {false, true, false, false, true, false, false};
-    for (size_t i = 0; i <= nrows + 1; i++) {
-        for (int c = 0; c < 7; c++) {
-            if (i == 1) {
-                for (size_t k = 0; k < w[c] + (c ? 2 : 1); k++) putchar('-');
-                if (c < 6) putchar('+');
-                continue;
-            }
-            const char *s = i == 0 ? head[c] : cell[i - 2][c];
-            printf(c ? " " : "");
-            printf(right[c] && i ? "%*s" : "%-*s", (int)w[c], s);
-            printf(c < 6 ? " |" : "");
-        }
-        putchar('\n');
-    }
-}
-
-/* ======================================================================
  * Header: machine and settings
  * ====================================================================== */
 
-static void cpu_model(char *buf, size_t cap) {
-    snprintf(buf, cap, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof(line), f)) {
-        char *p = strchr(line, ':');
-        if (strncmp(line, "model name", 10) == 0 && p) {
-            p++;
-            while (*p == ' ') p++;
-            p[strcspn(p, "\n")] = '\0';
-            snprintf(buf, cap, "%s", p);
-            break;
-        }
-    }
-    fclose(f);
-}
-
 static void print_header(void) {
-    char date[64];
-    time_t t = time(NULL);
-    struct tm tm;
-    localtime_r(&t, &tm);
-    strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S %z", &tm);
-    struct utsname u;
-    if (uname(&u) != 0) memset(&u, 0, sizeof(u));
-    char cpu[256];
-    cpu_model(cpu, sizeof(cpu));
-    printf("petrel bench_http  %s\n", date);
-    printf("kernel  %s %s %s, %ld online CPUs\n", u.sysname, u.release, u.machine,
-           sysconf(_SC_NPROCESSORS_ONLN));
-    printf("cpu     %s\n", cpu);
+    bench_print_machine("bench_http");
     struct stat st;
+    struct tm tm;
     char built[64] = "?";
     if (stat(cfg_g.petrel, &st) == 0 && localtime_r(&st.st_mtime, &tm))
         strftime(built, sizeof(built), "%Y-%m-%d %H:%M:%S", &tm);
@@ -404,10 +171,10 @@ static void print_header(void) {
            cfg_g.secs, cfg_g.conns, cfg_g.wrk_threads, cfg_g.rounds, cfg_g.pull_msgs,
            cfg_g.lat_rate, cfg_g.lat_producers, cfg_g.lat_warmup_ms, cfg_g.sync_secs);
     SysCpu c0 = sys_cpu();
-    int64_t t0 = now_ns();
-    sleep_ms(1000);
+    int64_t t0 = mq_mono_ns();
+    bench_sleep_ms(1000);
     SysCpu c1 = sys_cpu();
-    double secs = (double)(now_ns() - t0) / 1e9;
+    double secs = (double)(mq_mono_ns() - t0) / 1e9;
     printf("load    %.2f cores busy in the second before the start (other processes; steal "
            "%.2f)\n", (c1.procs - c0.procs + c1.softirq - c0.softirq) / secs,
            (c1.steal - c0.steal) / secs);
@@ -449,25 +216,18 @@ static pid_t spawn(char *const *argv, const char *out_path) {
     return pid;
 }
 
-/* Exit status of a waitpid() status word: 0..255, 128 + signal, or -1. */
-static int status_of(int ws) {
-    if (WIFEXITED(ws)) return WEXITSTATUS(ws);
-    if (WIFSIGNALED(ws)) return 128 + WTERMSIG(ws);
-    return -1;
-}
-
 /* stop_pid sends SIGTERM to 'pid' (a child of ours), waits up to
- * 'wait_ms', then SIGKILLs it.  Returns its exit status as status_of. */
+ * 'wait_ms', then SIGKILLs it.  Returns its exit status as e2e_exit_status. */
 static int stop_pid(pid_t pid, long wait_ms) {
     if (pid <= 0) return -1;
     kill(pid, SIGTERM);
-    int64_t deadline = now_ns() + wait_ms * 1000000;
+    int64_t deadline = mq_mono_ns() + wait_ms * 1000000;
     int ws = 0;
     for (;;) {
         pid_t r = waitpid(pid, &ws, WNOHANG);
-        if (r == pid) return status_of(ws);
+        if (r == pid) return e2e_exit_status(ws);
         if (r < 0 && errno != EINTR) return -1;
-        if (now_ns() >= deadline) break;
+        if (mq_mono_ns() >= deadline) break;
         struct timespec ts = {0, 10 * 1000000};
         nanosleep(&ts, NULL);
     }
@@ -475,7 +235,7 @@ static int stop_pid(pid_t pid, long wait_ms) {
     kill(pid, SIGKILL);
     while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
     }
-    return status_of(ws);
+    return e2e_exit_status(ws);
 }
 
 /* rss_anon_kib reads RssAnon of 'pid' from /proc; -1 when unknown. */
@@ -881,7 +641,7 @@ static int wrk_run(const char *label, const char *script, const char *url, pid_t
     double cpu0 = cpu_secs(server);
     double self0 = cpu_secs(0);
     SysCpu sys0 = sys_cpu();
-    int64_t t0 = now_ns();
+    int64_t t0 = mq_mono_ns();
     pid_t pid = spawn(argv, out);
     if (pid < 0) {
         free(out);
@@ -899,14 +659,14 @@ static int wrk_run(const char *label, const char *script, const char *url, pid_t
             long kib = rss_anon_kib(server);
             if (kib > w->peak_anon_kib) w->peak_anon_kib = kib;
         }
-        if (interrupted && !killed) {
+        if (bench_interrupted && !killed) {
             kill(pid, SIGTERM);
             killed = true;
         }
         struct timespec ts = {0, SAMPLE_MS * 1000000};
         nanosleep(&ts, NULL);
     }
-    double wall = (double)(now_ns() - t0) / 1e9;
+    double wall = (double)(mq_mono_ns() - t0) / 1e9;
     double cpu1 = cpu_secs(server);
     double self = server > 0 ? cpu_secs(0) - self0 : 0; /* the ceiling is this process */
     w->server_cores = (cpu1 - cpu0) / wall;
@@ -920,7 +680,7 @@ static int wrk_run(const char *label, const char *script, const char *url, pid_t
     wrk_parse(out, w);
     if (!w->ran) {
         fprintf(stderr, "bench: %s: wrk exited with status %d and no figures; its output:\n",
-                label, status_of(ws));
+                label, e2e_exit_status(ws));
         FILE *f = fopen(out, "r");
         char line[512];
         while (f && fgets(line, sizeof(line), f)) fprintf(stderr, "    %s", line);
@@ -1078,15 +838,6 @@ typedef struct Srv {
     char url[64];         /* http://127.0.0.1:<port> */
 } Srv;
 
-static int read_port(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    int port = 0;
-    if (fscanf(f, "%d", &port) != 1) port = 0;
-    fclose(f);
-    return port;
-}
-
 /* srv_start starts a broker with the default store sizes, --logLevel=warn
  * and 'extra' (NULL or one more --key=value); waits for its port file. */
 static int srv_start(Srv *s, const char *label, const char *extra) {
@@ -1119,9 +870,9 @@ static int srv_start(Srv *s, const char *label, const char *extra) {
         s->pid = 0;
         return -1;
     }
-    int64_t deadline = now_ns() + (int64_t)WAIT_START_MS * 1000000;
-    while (now_ns() < deadline && !interrupted) {
-        s->port = read_port(port_file);
+    int64_t deadline = mq_mono_ns() + (int64_t)WAIT_START_MS * 1000000;
+    while (mq_mono_ns() < deadline && !bench_interrupted) {
+        s->port = e2e_read_port(port_file);
         if (s->port > 0) {
             snprintf(s->url, sizeof(s->url), "http://127.0.0.1:%d", s->port);
             return 0;
@@ -1129,11 +880,11 @@ static int srv_start(Srv *s, const char *label, const char *extra) {
         int ws = 0;
         if (waitpid(s->pid, &ws, WNOHANG) == s->pid) {
             fprintf(stderr, "bench: broker %s exited with status %d before listening (log: %s)\n",
-                    label, status_of(ws), s->log);
+                    label, e2e_exit_status(ws), s->log);
             s->pid = 0;
             return -1;
         }
-        sleep_ms(20);
+        bench_sleep_ms(20);
     }
     fprintf(stderr, "bench: broker %s: no port file after %d ms\n", label, WAIT_START_MS);
     stop_pid(s->pid, 0);
@@ -1146,10 +897,10 @@ static int srv_start(Srv *s, const char *label, const char *extra) {
  * and removes its directory unless BENCH_KEEP is set. */
 static void srv_stop(Srv *s) {
     if (s->pid > 0) {
-        int64_t t0 = now_ns();
+        int64_t t0 = mq_mono_ns();
         int st = stop_pid(s->pid, WAIT_STOP_MS);
         printf("  broker %s stopped: exit status %d after %.0f ms\n", s->label, st,
-               (double)(now_ns() - t0) / 1e6);
+               (double)(mq_mono_ns() - t0) / 1e6);
         if (st != 0) {
             fprintf(stderr, "bench: broker %s exited with status %d on SIGTERM\n", s->label, st);
         }
@@ -1344,22 +1095,23 @@ static void cpu_row(Figure f, const char *what) {
 /* single_rounds runs the ceiling and (with a broker 'a') the JSON and raw
  * produce cases in BENCH_ROUNDS rounds, then adds their rows. */
 static void single_rounds(const Srv *a, const Scripts *sc) {
-    bool bare = wanted("ceiling") || wanted("json") || wanted("pull") || wanted("memory");
-    bool json = a && (wanted("json") || wanted("memory"));
-    bool raw = a && wanted("raw");
+    bool bare = bench_wanted("ceiling") || bench_wanted("json") || bench_wanted("pull") ||
+                bench_wanted("memory");
+    bool json = a && (bench_wanted("json") || bench_wanted("memory"));
+    bool raw = a && bench_wanted("raw");
     char jbody[BODY_LEN + 16];
     size_t jlen = json_msg(jbody, 0);
     char rbody[BODY_LEN];
     make_body(rbody, BODY_LEN, 0);
     Best bc = {NO_FIGURE, false}, bj = {NO_FIGURE, false}, br = {NO_FIGURE, false};
-    for (int i = 1; i <= cfg_g.rounds && !interrupted; i++) {
+    for (int i = 1; i <= cfg_g.rounds && !bench_interrupted; i++) {
         char label[16];
         if (bare) best_add(&bc, run_ceiling(sc->json, i));
         snprintf(label, sizeof(label), "json-%d", i);
-        if (json && !interrupted)
+        if (json && !bench_interrupted)
             best_add(&bj, produce_case(a, label, sc->json, "application/json", jbody, jlen, 1));
         snprintf(label, sizeof(label), "raw-%d", i);
-        if (raw && !interrupted)
+        if (raw && !bench_interrupted)
             best_add(&br, produce_case(a, label, sc->raw, "application/octet-stream", rbody,
                                        BODY_LEN, 1));
     }
@@ -1409,7 +1161,7 @@ static void *filler_main(void *arg) {
     Filler *f = arg;
     Http h;
     http_init(&h, f->port);
-    while (!interrupted && atomic_fetch_sub(f->left, PREFILL_BATCH) > 0) {
+    while (!bench_interrupted && atomic_fetch_sub(f->left, PREFILL_BATCH) > 0) {
         const char *resp = NULL;
         size_t n = 0;
         int st = http_call(&h, "POST", "/v1/topics/" TOPIC "/messages", "application/json",
@@ -1429,14 +1181,14 @@ static void *filler_main(void *arg) {
 static int settle_queues(Http *h, uint64_t *qmin, uint64_t *qmax, int cap) {
     uint64_t last = UINT64_MAX;
     int n = -1;
-    for (int tries = 0; tries < 100 && !interrupted; tries++) {
+    for (int tries = 0; tries < 100 && !bench_interrupted; tries++) {
         n = queue_ranges(h, TOPIC, qmin, qmax, cap);
         if (n < 0) return -1;
         uint64_t sum = 0;
         for (int q = 0; q < n; q++) sum += qmax[q] - qmin[q];
         if (sum == last) return n;
         last = sum;
-        sleep_ms(100);
+        bench_sleep_ms(100);
     }
     return n;
 }
@@ -1459,7 +1211,7 @@ static bool prefill(const Srv *a, Http *h) {
     Filler f[2];
     pthread_t tid[2];
     int started = 0;
-    int64_t t0 = now_ns();
+    int64_t t0 = mq_mono_ns();
     for (int i = 0; i < 2; i++) {
         f[i] = (Filler){a->port, body, len, &left, false};
         if (pthread_create(&tid[i], NULL, filler_main, &f[i]) != 0) break;
@@ -1470,11 +1222,11 @@ static bool prefill(const Srv *a, Http *h) {
         pthread_join(tid[i], NULL);
         if (f[i].failed) ok = false;
     }
-    double secs = (double)(now_ns() - t0) / 1e9;
+    double secs = (double)(mq_mono_ns() - t0) / 1e9;
     free(body);
     printf("  prefill    %ld msgs in batches of %d in %.2f s (%.0f msgs/s, 2 connections)\n",
            want, PREFILL_BATCH, secs, (double)want / secs);
-    return ok && !interrupted;
+    return ok && !bench_interrupted;
 }
 
 /* pull_check reads one pull and checks it is FOUND with PULL_MAX bodies of
@@ -1544,54 +1296,9 @@ static void case_pull(const Srv *a) {
  * 6. SYNC_FLUSH produce next to the raw fdatasync rate
  * ====================================================================== */
 
-/* fdatasync_rate: 4 KiB appends, each followed by fdatasync, for
- * BENCH_SYNC_SECS on a preallocated file in the scratch directory (the
- * brokers' filesystem).  Per second, NAN on failure. */
-static double fdatasync_rate(double *p50_us, double *p99_us) {
-    const off_t prealloc = 64 << 20;
-    double rate = NAN;
-    char *path = scratch_path("fsync.dat");
-    Hist *hist = calloc(1, sizeof(*hist));
-    char *page = aligned_alloc(4096, 4096);
-    int fd = path ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
-    if (!hist || !page || fd < 0 || fallocate(fd, 0, 0, prealloc) != 0 || fdatasync(fd) != 0) {
-        fprintf(stderr, "bench: fdatasync: cannot set up '%s': %s\n", path ? path : "?",
-                strerror(errno));
-        goto out;
-    }
-    memset(page, 'f', 4096);
-    off_t off = 0;
-    uint64_t n = 0;
-    int64_t t0 = now_ns();
-    int64_t end = t0 + (int64_t)(cfg_g.sync_secs * 1e9);
-    int64_t t = t0;
-    while (t < end && !interrupted) {
-        if (pwrite(fd, page, 4096, off) != 4096 || fdatasync(fd) != 0) {
-            fprintf(stderr, "bench: fdatasync loop: %s\n", strerror(errno));
-            goto out;
-        }
-        int64_t t1 = now_ns();
-        h_add(hist, (uint64_t)(t1 - t));
-        t = t1;
-        n++;
-        off = (off + 4096) % prealloc;
-        page[0]++;
-    }
-    rate = (double)n / ((double)(t - t0) / 1e9);
-    *p50_us = h_pct(hist, 0.50) / 1e3;
-    *p99_us = h_pct(hist, 0.99) / 1e3;
-out:
-    if (fd >= 0) close(fd);
-    if (path) unlink(path);
-    free(path);
-    free(page);
-    free(hist);
-    return rate;
-}
-
 static void case_sync(const char *script) {
     double p50 = NAN, p99 = NAN;
-    double fsync = fdatasync_rate(&p50, &p99);
+    double fsync = bench_fdatasync_rate(cfg_g.root, 64 << 20, cfg_g.sync_secs, &p50, &p99);
     Row *r = row_add("fsync/s", fsync, "4 KiB append + fdatasync (scratch dir)");
     printf("  fdatasync  %.0f/s, p50 %.0f us, p99 %.0f us\n", fsync, p50, p99);
     Figure f = NO_FIGURE;
@@ -1655,7 +1362,7 @@ typedef struct LatRun {
     double rate;                 /* msgs/s, all producers together */
     int producers;
     uint64_t cap;                /* sequence numbers available */
-    _Atomic int64_t *sent_ns;    /* per seq: now_ns() before its send; 0 = not sent */
+    _Atomic int64_t *sent_ns;    /* per seq: mq_mono_ns() before its send; 0 = not sent */
     int64_t t0;                  /* the schedule's origin */
     int64_t warmup_ns;           /* messages sent before t0 + this are not judged */
     int64_t end;                 /* nothing is due at or after this */
@@ -1686,7 +1393,8 @@ typedef struct LatConsumer {
 
 static void sleep_until(int64_t t_ns) {
     struct timespec ts = {(time_t)(t_ns / 1000000000), (long)(t_ns % 1000000000)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR && !interrupted) {
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR &&
+           !bench_interrupted) {
     }
 }
 
@@ -1708,10 +1416,10 @@ static void *lat_producer_main(void *arg) {
     char body[BODY_LEN + 16];
     for (uint64_t seq = (uint64_t)p->idx; seq < run->cap; seq += (uint64_t)run->producers) {
         int64_t due = run->t0 + (int64_t)((double)seq * 1e9 / run->rate);
-        if (due >= run->end || interrupted || atomic_load(&run->failed)) break;
+        if (due >= run->end || bench_interrupted || atomic_load(&run->failed)) break;
         sleep_until(due);
         size_t len = lat_msg(body, seq);
-        int64_t t = now_ns();
+        int64_t t = mq_mono_ns();
         if (t - due > 1000000) p->late++;
         atomic_store_explicit(&run->sent_ns[seq], t, memory_order_release);
         int64_t last = atomic_load(&run->last_ns);
@@ -1721,7 +1429,7 @@ static void *lat_producer_main(void *arg) {
         size_t n = 0;
         int st = http_call(&h, "POST", "/v1/topics/" LAT_TOPIC "/messages", "application/json",
                            body, len, &resp, &n);
-        h_add(&p->rtt, (uint64_t)(now_ns() - t));
+        hist_add(&p->rtt, (uint64_t)(mq_mono_ns() - t));
         if (st != 200 || !strstr(resp, "\"SEND_OK\"")) {
             fprintf(stderr, "bench: latency: produce answered %d: %.200s\n", st, resp);
             atomic_store(&run->failed, true);
@@ -1764,8 +1472,8 @@ static size_t lat_take(LatConsumer *c, const char *resp, int64_t t, uint8_t *see
             c->dups++;
             continue;
         }
-        h_add(&c->all, (uint64_t)(t - ts));
-        if (ts >= run->t0 + run->warmup_ns) h_add(&c->lat, (uint64_t)(t - ts));
+        hist_add(&c->all, (uint64_t)(t - ts));
+        if (ts >= run->t0 + run->warmup_ns) hist_add(&c->lat, (uint64_t)(t - ts));
         if (c->dump)
             fprintf(c->dump, "%.3f %.1f\n", (double)(ts - run->t0) / 1e6, (double)(t - ts) / 1e3);
     }
@@ -1780,7 +1488,7 @@ static void *lat_consumer_main(void *arg) {
     http_init(&h, run->port);
     uint64_t offset = 0;
     int64_t give_up = run->end + 5 * (int64_t)1000000000;
-    while (seen && !interrupted && now_ns() < give_up && !atomic_load(&run->failed)) {
+    while (seen && !bench_interrupted && mq_mono_ns() < give_up && !atomic_load(&run->failed)) {
         if (atomic_load(&run->producers_left) == 0 &&
             c->received - c->unknown - c->dups >= atomic_load(&run->sent))
             break;
@@ -1791,7 +1499,7 @@ static void *lat_consumer_main(void *arg) {
         const char *resp = NULL;
         size_t n = 0;
         int st = http_call(&h, "GET", path, NULL, NULL, 0, &resp, &n);
-        int64_t t = now_ns(); /* the consumer has the messages */
+        int64_t t = mq_mono_ns(); /* the consumer has the messages */
         const char *next = st == 200 ? strstr(resp, "\"nextOffset\":") : NULL;
         unsigned long long off = 0;
         bool good = next && sscanf(next + 13, "%llu", &off) == 1 &&
@@ -1846,13 +1554,13 @@ static void case_latency(const Srv *a) {
     int started = 0;
     double srv0 = cpu_secs(a->pid), self0 = cpu_secs(0);
     SysCpu sys0 = sys_cpu();
-    int64_t wall0 = now_ns();
+    int64_t wall0 = mq_mono_ns();
     const char *dump = getenv("BENCH_LAT_DUMP");
     if (ok && dump && *dump && !(cons->dump = fopen(dump, "w")))
         fprintf(stderr, "bench: cannot write '%s': %s\n", dump, strerror(errno));
     if (ok) {
         cons->run = &run;
-        run.t0 = now_ns() + 100 * 1000000; /* the threads start meanwhile */
+        run.t0 = mq_mono_ns() + 100 * 1000000; /* the threads start meanwhile */
         run.end = run.t0 + (int64_t)cfg_g.secs * 1000000000;
         ok = pthread_create(&tid[0], NULL, lat_consumer_main, cons) == 0;
         started = ok ? 1 : 0;
@@ -1869,7 +1577,7 @@ static void case_latency(const Srv *a) {
         }
     }
     for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
-    double wall = (double)(now_ns() - wall0) / 1e9;
+    double wall = (double)(mq_mono_ns() - wall0) / 1e9;
     double srv = (cpu_secs(a->pid) - srv0) / wall, self = (cpu_secs(0) - self0) / wall;
     SysCpu sys1 = sys_cpu();
     double others = (sys1.procs - sys0.procs + sys1.softirq - sys0.softirq) / wall - srv - self;
@@ -1880,7 +1588,7 @@ static void case_latency(const Srv *a) {
         memset(&rtt, 0, sizeof(rtt));
         uint64_t late = 0;
         for (int i = 0; i < run.producers; i++) {
-            h_merge(&rtt, &prod[i].rtt);
+            hist_merge(&rtt, &prod[i].rtt);
             late += prod[i].late;
         }
         uint64_t sent = atomic_load(&run.sent);
@@ -1897,19 +1605,19 @@ static void case_latency(const Srv *a) {
                "p99.9 %.0f us, max %.0f us\n"
                "  %-10s whole run: p99 %.0f us, max %.0f us (the first messages of a fresh "
                "queue wait for its files)\n",
-               sent, rate, late, h_pct(&rtt, 0.5) / 1e3, h_pct(&rtt, 0.99) / 1e3, "", got,
+               sent, rate, late, hist_pct(&rtt, 0.5) / 1e3, hist_pct(&rtt, 0.99) / 1e3, "", got,
                cons->polls, cons->empty, cons->dups, cons->unknown, "", cfg_g.lat_warmup_ms,
-               h_pct(&cons->lat, 0.5) / 1e3, h_pct(&cons->lat, 0.9) / 1e3,
-               h_pct(&cons->lat, 0.99) / 1e3, h_pct(&cons->lat, 0.999) / 1e3,
-               h_pct(&cons->lat, 1.0) / 1e3, "", h_pct(&cons->all, 0.99) / 1e3,
-               h_pct(&cons->all, 1.0) / 1e3);
+               hist_pct(&cons->lat, 0.5) / 1e3, hist_pct(&cons->lat, 0.9) / 1e3,
+               hist_pct(&cons->lat, 0.99) / 1e3, hist_pct(&cons->lat, 0.999) / 1e3,
+               hist_pct(&cons->lat, 1.0) / 1e3, "", hist_pct(&cons->all, 0.99) / 1e3,
+               hist_pct(&cons->all, 1.0) / 1e3);
         if (got != sent || cons->dups || cons->unknown) {
             fprintf(stderr, "bench: latency: BROKEN: %" PRIu64 " sent, %" PRIu64
                     " received once\n", sent, got);
             ok = false;
         } else {
-            p50 = h_pct(&cons->lat, 0.5) / 1e3;
-            p99 = h_pct(&cons->lat, 0.99) / 1e3;
+            p50 = hist_pct(&cons->lat, 0.5) / 1e3;
+            p99 = hist_pct(&cons->lat, 0.99) / 1e3;
         }
     } else {
         ok = false;
@@ -1936,16 +1644,16 @@ static void case_latency(const Srv *a) {
  * ====================================================================== */
 
 static int setup(void) {
-    cfg_g.secs = (int)env_num("BENCH_SECS", 5, 1, 600);
-    cfg_g.sync_secs = env_num("BENCH_SYNC_SECS", 2, 0.1, 600);
-    cfg_g.conns = (int)env_num("BENCH_CONNS", 64, 1, 4000);
-    cfg_g.wrk_threads = (int)env_num("BENCH_WRK_THREADS", 1, 1, 64);
-    cfg_g.rounds = (int)env_num("BENCH_ROUNDS", 2, 1, 20);
+    cfg_g.secs = (int)bench_env_num("BENCH_SECS", 5, 1, 600);
+    cfg_g.sync_secs = bench_env_num("BENCH_SYNC_SECS", 2, 0.1, 600);
+    cfg_g.conns = (int)bench_env_num("BENCH_CONNS", 64, 1, 4000);
+    cfg_g.wrk_threads = (int)bench_env_num("BENCH_WRK_THREADS", 1, 1, 64);
+    cfg_g.rounds = (int)bench_env_num("BENCH_ROUNDS", 2, 1, 20);
     if (cfg_g.wrk_threads > cfg_g.conns) cfg_g.wrk_threads = cfg_g.conns;
-    cfg_g.pull_msgs = (long)env_num("BENCH_PULL_MSGS", 1000000, 1000, 1e9);
-    cfg_g.lat_rate = env_num("BENCH_LAT_RATE", 10000, 1, 1e6);
-    cfg_g.lat_producers = (int)env_num("BENCH_LAT_PRODUCERS", 8, 1, 64);
-    cfg_g.lat_warmup_ms = (long)env_num("BENCH_LAT_WARMUP_MS", 500, 0, 60000);
+    cfg_g.pull_msgs = (long)bench_env_num("BENCH_PULL_MSGS", 1000000, 1000, 1e9);
+    cfg_g.lat_rate = bench_env_num("BENCH_LAT_RATE", 10000, 1, 1e6);
+    cfg_g.lat_producers = (int)bench_env_num("BENCH_LAT_PRODUCERS", 8, 1, 64);
+    cfg_g.lat_warmup_ms = (long)bench_env_num("BENCH_LAT_WARMUP_MS", 500, 0, 60000);
     cfg_g.wrk = getenv("BENCH_WRK") && *getenv("BENCH_WRK") ? getenv("BENCH_WRK") : "wrk";
     cfg_g.keep = getenv("BENCH_KEEP") && *getenv("BENCH_KEEP");
     const char *bin = getenv("PETREL_BIN");
@@ -1954,23 +1662,9 @@ static int setup(void) {
         fprintf(stderr, "bench: no broker binary '%s' (set PETREL_BIN)\n", bin);
         return -1;
     }
-    const char *parent = getenv("PETREL_BENCH_DIR");
-    if (!parent || !*parent) parent = "/tmp";
-    if (mq_mkdirs(parent) != MQ_OK) {
-        fprintf(stderr, "bench: cannot create '%s'\n", parent);
+    if (bench_scratch_root(cfg_g.root, sizeof(cfg_g.root), "petrel-bench-http") != 0)
         return -1;
-    }
-    int n = snprintf(cfg_g.root, sizeof(cfg_g.root), "%s/petrel-bench-http-XXXXXX", parent);
-    if (n < 0 || (size_t)n >= sizeof(cfg_g.root) || !mkdtemp(cfg_g.root)) {
-        fprintf(stderr, "bench: cannot create a directory under '%s': %s\n", parent,
-                strerror(errno));
-        return -1;
-    }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    bench_catch_signals();
     signal(SIGPIPE, SIG_IGN);
     json_object_seed(0); /* before any thread uses jansson */
     return 0;
@@ -2008,18 +1702,18 @@ static void async_cases(const Scripts *sc) {
     long after_kib = -1;
     bool up = srv_start(&a, "async", NULL) == 0;
     if (up) {
-        sleep_ms(500); /* let start-up finish: segment preparation, threads */
+        bench_sleep_ms(500); /* let start-up finish: segment preparation, threads */
         idle_kib = rss_anon_kib(a.pid);
         printf("  broker async on port %d (pid %d); RssAnon idle %.1f MiB\n", a.port, (int)a.pid,
                (double)idle_kib / 1024);
         single_rounds(&a, sc);
         /* The latency case before the bulk writes of batch and pull, whose
          * writeback (hundreds of MB) would otherwise overlap it. */
-        if (!interrupted && wanted("latency")) case_latency(&a);
-        if (!interrupted && wanted("batch")) case_batch(&a, sc->batch, sc->batch_body,
-                                                        sc->batch_len);
-        if (!interrupted && wanted("pull")) case_pull(&a);
-        sleep_ms(1000);
+        if (!bench_interrupted && bench_wanted("latency")) case_latency(&a);
+        if (!bench_interrupted && bench_wanted("batch"))
+            case_batch(&a, sc->batch, sc->batch_body, sc->batch_len);
+        if (!bench_interrupted && bench_wanted("pull")) case_pull(&a);
+        bench_sleep_ms(1000);
         after_kib = rss_anon_kib(a.pid);
     } else {
         case_errors++;
@@ -2040,7 +1734,7 @@ static void async_cases(const Scripts *sc) {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (setup() != 0) return 1;
-    int64_t t0 = now_ns();
+    int64_t t0 = mq_mono_ns();
     print_header();
     Scripts sc;
     memset(&sc, 0, sizeof(sc));
@@ -2048,34 +1742,21 @@ int main(void) {
         case_errors++;
         goto out;
     }
-    bool async = wanted("json") || wanted("raw") || wanted("batch") || wanted("pull") ||
-                 wanted("latency") || wanted("memory");
+    bool async = bench_wanted("json") || bench_wanted("raw") || bench_wanted("batch") ||
+                 bench_wanted("pull") || bench_wanted("latency") || bench_wanted("memory");
     if (async) {
         printf("bare libmicrohttpd ceiling, then the broker with ASYNC_FLUSH...\n");
         async_cases(&sc);
-    } else if (wanted("ceiling")) {
+    } else if (bench_wanted("ceiling")) {
         printf("bare libmicrohttpd ceiling...\n");
         single_rounds(NULL, &sc);
     }
-    if (wanted("sync") && !interrupted) {
+    if (bench_wanted("sync") && !bench_interrupted) {
         printf("broker, SYNC_FLUSH...\n");
         case_sync(sc.sync);
     }
 out:
     free_scripts(&sc);
     if (!cfg_g.keep) mq_rmtree(cfg_g.root);
-    printf("\n");
-    print_table();
-    size_t targets = 0;
-    size_t met = 0;
-    size_t errors = 0;
-    for (size_t i = 0; i < nrows; i++) {
-        if (rows[i].target[0]) targets++;
-        if (rows[i].met == MET_YES) met++;
-        if (rows[i].met == MET_ERROR) errors++;
-    }
-    printf("\nbench: %zu figures, %zu targets met, %zu missed%s (%.0f s%s)\n", nrows, met,
-           targets - met, errors || case_errors ? ", some figures failed to run" : "",
-           (double)(now_ns() - t0) / 1e9, interrupted ? ", interrupted" : "");
-    return case_errors || errors || interrupted ? 1 : 0;
+    return bench_report(t0, case_errors);
 }

@@ -24,18 +24,16 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "benchlib.h"
 #include "checkpoint.h"
 #include "io.h"
 #include "store.h"
@@ -44,7 +42,7 @@
 #define MB 1e6 /* figures are in decimal MB/GB; sizes in MiB/GiB */
 
 /* ======================================================================
- * Settings, clock, scratch directories
+ * Settings, scratch directories
  * ====================================================================== */
 
 typedef struct Settings {
@@ -59,38 +57,9 @@ typedef struct Settings {
 } Settings;
 
 static Settings cfg_g;
-static volatile sig_atomic_t interrupted; /* SIGINT/SIGTERM: skip to cleanup */
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+static int case_errors; /* cases that could not run */
 
 static double tv_secs(struct timeval tv) { return (double)tv.tv_sec + tv.tv_usec / 1e6; }
-
-static void sleep_ms(long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !interrupted) {
-    }
-}
-
-static double env_num(const char *name, double def, double min, double max) {
-    const char *v = getenv(name);
-    if (!v || !*v) return def;
-    char *end = NULL;
-    double d = strtod(v, &end);
-    if (end == v || *end || d < min || d > max) {
-        fprintf(stderr, "bench: ignoring %s='%s' (want %g..%g)\n", name, v, min, max);
-        return def;
-    }
-    return d;
-}
-
-static void on_signal(int sig) {
-    (void)sig;
-    interrupted = 1;
-}
 
 /* case_dir makes a fresh directory under the scratch root; caller frees. */
 static char *case_dir(const char *tag) {
@@ -119,12 +88,10 @@ static uint64_t io_fdatasync_ns; /* atomic: time spent in them */
 static uint64_t io_fsyncs;       /* atomic */
 static MqIo counting_io;
 
-static int64_t now_ns(void);
-
 static int counting_fdatasync(int fd) {
-    int64_t t0 = now_ns();
+    int64_t t0 = mq_mono_ns();
     int rc = mq_io_default.fdatasync(fd);
-    __atomic_add_fetch(&io_fdatasync_ns, (uint64_t)(now_ns() - t0), __ATOMIC_RELAXED);
+    __atomic_add_fetch(&io_fdatasync_ns, (uint64_t)(mq_mono_ns() - t0), __ATOMIC_RELAXED);
     __atomic_add_fetch(&io_fdatasyncs, 1, __ATOMIC_RELAXED);
     return rc;
 }
@@ -194,198 +161,8 @@ static void gate_destroy(Gate *g) {
 }
 
 /* ======================================================================
- * Latency histogram: 32 sub-buckets per power of two (about 3 % wide)
- * ====================================================================== */
-
-enum { H_SUB_BITS = 5, H_BUCKETS = 64 * 32 };
-
-typedef struct Hist {
-    uint64_t n[H_BUCKETS];
-    uint64_t count;
-} Hist;
-
-static size_t h_index(uint64_t v) {
-    if (v < (2u << H_SUB_BITS)) return (size_t)v;
-    int e = 63 - __builtin_clzll(v) - H_SUB_BITS;
-    return (size_t)e * 32 + (size_t)(v >> e);
-}
-
-static double h_value(size_t idx) {
-    if (idx < (2u << H_SUB_BITS)) return (double)idx;
-    int e = (int)(idx / 32) - 1;
-    double lo = (double)((idx % 32 + 32) << e);
-    return lo + (double)((uint64_t)1 << e) / 2; /* bucket middle */
-}
-
-static void h_add(Hist *h, uint64_t v) {
-    h->n[h_index(v)]++;
-    h->count++;
-}
-
-static void h_merge(Hist *into, const Hist *from) {
-    for (size_t i = 0; i < H_BUCKETS; i++) into->n[i] += from->n[i];
-    into->count += from->count;
-}
-
-/* h_pct returns the value below which 'p' (0..1) of the samples fall. */
-static double h_pct(const Hist *h, double p) {
-    if (!h->count) return NAN;
-    uint64_t want = (uint64_t)ceil(p * (double)h->count);
-    if (want == 0) want = 1;
-    uint64_t seen = 0;
-    for (size_t i = 0; i < H_BUCKETS; i++) {
-        seen += h->n[i];
-        if (seen >= want) return h_value(i);
-    }
-    return NAN;
-}
-
-/* ======================================================================
- * Results table
- * ====================================================================== */
-
-enum { MET_NONE = -1, MET_NO = 0, MET_YES = 1, MET_ERROR = 2 };
-
-typedef struct Row {
-    char what[80];
-    double value;     /* NAN when the case failed */
-    char unit[16];
-    char ceiling[64]; /* what the figure is compared with, measured in this run */
-    double ratio;     /* value / ceiling, NAN if none */
-    char target[24];
-    int met;          /* MET_* */
-} Row;
-
-enum { MAX_ROWS = 64 };
-static Row rows[MAX_ROWS];
-static size_t nrows;
-static int case_errors;
-
-static Row *row_add(const char *unit, double value, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static Row *row_add(const char *unit, double value, const char *fmt, ...) {
-    static Row spare;
-    if (nrows == MAX_ROWS) return &spare;
-    Row *r = &rows[nrows++];
-    memset(r, 0, sizeof(*r));
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->what, sizeof(r->what), fmt, ap);
-    va_end(ap);
-    snprintf(r->unit, sizeof(r->unit), "%s", unit);
-    r->value = value;
-    r->ratio = NAN;
-    r->met = isnan(value) ? MET_ERROR : MET_NONE;
-    return r;
-}
-
-/* fmt_num prints 'v' with thousands separators above 1000, else with up to
- * two decimals. */
-static void fmt_num(char *buf, size_t cap, double v) {
-    if (isnan(v)) {
-        snprintf(buf, cap, "-");
-        return;
-    }
-    if (fabs(v) < 1000) {
-        snprintf(buf, cap, fabs(v) < 10 ? "%.2f" : "%.1f", v);
-        return;
-    }
-    char digits[32];
-    snprintf(digits, sizeof(digits), "%.0f", fabs(v));
-    size_t n = strlen(digits);
-    size_t o = 0;
-    if (v < 0 && o + 1 < cap) buf[o++] = '-';
-    for (size_t i = 0; i < n && o + 2 < cap; i++) {
-        if (i && (n - i) % 3 == 0) buf[o++] = ',';
-        buf[o++] = digits[i];
-    }
-    buf[o] = '\0';
-}
-
-static void row_ceiling(Row *r, double ceiling, const char *unit, const char *what) {
-    char num[32];
-    fmt_num(num, sizeof(num), ceiling);
-    snprintf(r->ceiling, sizeof(r->ceiling), "%s %s %s", num, unit, what);
-    if (!isnan(r->value) && ceiling > 0) r->ratio = r->value / ceiling;
-}
-
-/* row_target judges 'x' (the value, or the ratio) against 'limit'. */
-static void row_target(Row *r, double x, bool at_least, double limit, const char *text) {
-    snprintf(r->target, sizeof(r->target), "%s", text);
-    if (r->met == MET_ERROR) return;
-    if (isnan(x)) {
-        r->met = MET_ERROR;
-        return;
-    }
-    r->met = (at_least ? x >= limit : x < limit) ? MET_YES : MET_NO;
-}
-
-static void print_table(void) {
-    const char *head[7] = {"what", "value", "unit", "ceiling (same run)", "ratio", "target",
-                           "met?"};
-    char cell[MAX_ROWS][7][96];
-    size_t w[7];
-    for (int c = 0; c < 7; c++) w[c] = strlen(head[c]);
-    for (size_t i = 0; i < nrows; i++) {
-        const Row *r = &rows[i];
-        snprintf(cell[i][0], 96, "%s", r->what);
-        fmt_num(cell[i][1], 96, r->value);
-        snprintf(cell[i][2], 96, "%s", r->unit);
-        snprintf(cell[i][3], 96, "%s", r->ceiling[0] ? r->ceiling : "-");
-        if (isnan(r->ratio))
-            snprintf(cell[i][4], 96, "-");
-        else
-            snprintf(cell[i][4], 96, r->ratio < 10 ? "%.2fx" : "%.1fx", r->ratio);
-        snprintf(cell[i][5], 96, "%s", r->target[0] ? r->target : "-");
-        snprintf(cell[i][6], 96, "%s",
-                 r->met == MET_YES     ? "yes"
-                 : r->met == MET_NO    ? "NO"
-                 : r->met == MET_ERROR ? "ERROR"
-                                       : "-");
-        for (int c = 0; c < 7; c++)
-            if (strlen(cell[i][c]) > w[c]) w[c] = strlen(cell[i][c]);
-    }
-    /* Text columns are left-aligned, numbers right-aligned. */
-    const bool right[7] = {false, true, false, false, true, false, false};
-    for (size_t i = 0; i <= nrows + 1; i++) {
-        for (int c = 0; c < 7; c++) {
-            if (i == 1) {
-                for (size_t k = 0; k < w[c] + (c ? 2 : 1); k++) putchar('-');
-                if (c < 6) putchar('+');
-                continue;
-            }
-            const char *s = i == 0 ? head[c] : cell[i - 2][c];
-            printf(c ? " " : "");
-            printf(right[c] && i ? "%*s" : "%-*s", (int)w[c], s);
-            printf(c < 6 ? " |" : "");
-        }
-        putchar('\n');
-    }
-}
-
-/* ======================================================================
  * Header: machine, filesystem, settings
  * ====================================================================== */
-
-static void cpu_model(char *buf, size_t cap) {
-    snprintf(buf, cap, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof(line), f)) {
-        if (strncmp(line, "model name", 10) == 0) {
-            char *p = strchr(line, ':');
-            if (p) {
-                p++;
-                while (*p == ' ') p++;
-                p[strcspn(p, "\n")] = '\0';
-                snprintf(buf, cap, "%s", p);
-            }
-            break;
-        }
-    }
-    fclose(f);
-}
 
 /* fs_of finds the mount holding 'path' in /proc/mounts (longest prefix). */
 static void fs_of(const char *path, char *buf, size_t cap) {
@@ -413,21 +190,9 @@ static void fs_of(const char *path, char *buf, size_t cap) {
 }
 
 static void print_header(void) {
-    char date[64];
-    time_t t = time(NULL);
-    struct tm tm;
-    localtime_r(&t, &tm);
-    strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S %z", &tm);
-    struct utsname u;
-    if (uname(&u) != 0) memset(&u, 0, sizeof(u));
-    char cpu[256];
-    cpu_model(cpu, sizeof(cpu));
     char fs[2 * PATH_MAX];
     fs_of(cfg_g.root, fs, sizeof(fs));
-    printf("petrel bench_store  %s\n", date);
-    printf("kernel  %s %s %s, %ld online CPUs\n", u.sysname, u.release, u.machine,
-           sysconf(_SC_NPROCESSORS_ONLN));
-    printf("cpu     %s\n", cpu);
+    bench_print_machine("bench_store");
     printf("data    %s  (%s)\n", cfg_g.root, fs);
     printf("settings BENCH_SECS=%g BENCH_SYNC_SECS=%g BENCH_SEQ_MB=%ld BENCH_SYNC_THREADS=%d "
            "BENCH_RECOVERY_MB=%ld BENCH_KILL_DELAY_MS=%ld\n",
@@ -456,9 +221,9 @@ static void ceiling_seq_write(void) {
         goto out;
     }
     for (size_t i = 0; i < MIB; i++) buf[i] = (char)(i * 31 + 7);
-    int64_t t0 = now_ns();
+    int64_t t0 = mq_mono_ns();
     long done = 0;
-    for (; done < cfg_g.seq_mb && !interrupted; done++) {
+    for (; done < cfg_g.seq_mb && !bench_interrupted; done++) {
         size_t off = 0;
         while (off < MIB) {
             ssize_t n = write(fd, buf + off, MIB - off);
@@ -475,7 +240,7 @@ static void ceiling_seq_write(void) {
         fprintf(stderr, "bench: seq write: fdatasync: %s\n", strerror(errno));
         goto out;
     }
-    double secs = (double)(now_ns() - t0) / 1e9;
+    double secs = (double)(mq_mono_ns() - t0) / 1e9;
     seq_mbps = (double)done * (double)MIB / MB / secs;
 out:
     if (fd >= 0) close(fd);
@@ -498,13 +263,13 @@ static void ceiling_memcpy(void) {
         memset(a, 1, span);
         memset(b, 2, span);
         volatile unsigned char sink = 0;
-        int64_t t0 = now_ns();
+        int64_t t0 = mq_mono_ns();
         for (size_t done = 0; done < total; done += MIB) {
             size_t at = done % span;
             memcpy(b + at, a + at, MIB);
             sink ^= (unsigned char)b[at + (done / MIB) % MIB];
         }
-        double secs = (double)(now_ns() - t0) / 1e9;
+        double secs = (double)(mq_mono_ns() - t0) / 1e9;
         (void)sink;
         memcpy_gbps = (double)total / 1e9 / secs;
     }
@@ -514,52 +279,10 @@ static void ceiling_memcpy(void) {
 }
 
 static void ceiling_fdatasync(void) {
-    fsync_rate = NAN;
-    const off_t prealloc = 1024 * (off_t)MIB;
-    char *path = NULL;
-    if (asprintf(&path, "%s/fsync.dat", cfg_g.root) < 0) return;
-    Hist *h = calloc(1, sizeof(*h));
-    char *page = aligned_alloc(4096, 4096);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     double p50 = NAN;
     double p99 = NAN;
-    if (!h || !page || fd < 0) {
-        fprintf(stderr, "bench: fdatasync: cannot open '%s': %s\n", path, strerror(errno));
-        goto out;
-    }
-    /* Preallocated like a commit-log segment (mfile.c uses fallocate). */
-    if (fallocate(fd, 0, 0, prealloc) != 0 || fdatasync(fd) != 0) {
-        fprintf(stderr, "bench: fdatasync: cannot preallocate: %s\n", strerror(errno));
-        goto out;
-    }
-    memset(page, 'f', 4096);
-    off_t off = 0;
-    uint64_t n = 0;
-    int64_t t0 = now_ns();
-    int64_t end = t0 + (int64_t)(cfg_g.sync_secs * 1e9);
-    int64_t t = t0;
-    while (t < end && !interrupted) {
-        if (pwrite(fd, page, 4096, off) != 4096 || fdatasync(fd) != 0) {
-            fprintf(stderr, "bench: fdatasync loop: %s\n", strerror(errno));
-            goto out;
-        }
-        int64_t t1 = now_ns();
-        h_add(h, (uint64_t)(t1 - t));
-        t = t1;
-        n++;
-        off += 4096;
-        if (off >= prealloc) off = 0;
-        page[0]++;
-    }
-    fsync_rate = (double)n / ((double)(t - t0) / 1e9);
-    p50 = h_pct(h, 0.50) / 1e3;
-    p99 = h_pct(h, 0.99) / 1e3;
-out:
-    if (fd >= 0) close(fd);
-    if (path) unlink(path);
-    free(path);
-    free(page);
-    free(h);
+    fsync_rate =
+        bench_fdatasync_rate(cfg_g.root, 1024 * (off_t)MIB, cfg_g.sync_secs, &p50, &p99);
     row_add("fsync/s", fsync_rate, "4 KiB append + fdatasync (prealloc)");
     row_add("us", p50, "  fdatasync latency p50");
     row_add("us", p99, "  fdatasync latency p99");
@@ -624,7 +347,7 @@ static void *appender_main(void *arg) {
     Appender *a = arg;
     char *body = make_body(a->body_len, a->tid);
     gate_wait(a->go);
-    a->start_ns = now_ns();
+    a->start_ns = mq_mono_ns();
     int64_t deadline = a->start_ns + a->run_ns;
     if (!body) {
         a->err = MQ_ERR_NOMEM;
@@ -636,7 +359,7 @@ static void *appender_main(void *arg) {
     uint64_t count = 0;
     uint64_t bytes = 0;
     int64_t t = a->start_ns;
-    while (count < a->max_count && !interrupted) {
+    while (count < a->max_count && !bench_interrupted) {
         for (int i = 0; i < APPEND_BATCH; i++) {
             int rc = store_put(a->st, &m, 1, &r);
             if (rc != MQ_OK) {
@@ -646,13 +369,13 @@ static void *appender_main(void *arg) {
             count++;
             bytes += r.size;
         }
-        int64_t t1 = now_ns();
+        int64_t t1 = mq_mono_ns();
         if (t1 - t > a->worst_ns) a->worst_ns = t1 - t;
         t = t1;
         if (t >= deadline) break;
     }
 done:
-    a->end_ns = now_ns();
+    a->end_ns = mq_mono_ns();
     a->count = count;
     a->rec_bytes = bytes;
     free(body);
@@ -670,13 +393,13 @@ static void async_case(size_t body_len, int threads) {
     char *dir = case_dir("async");
     Store *st = NULL;
     StoreConfig sc;
-    int64_t t_open = now_ns();
+    int64_t t_open = mq_mono_ns();
     int rc = dir ? MQ_OK : MQ_ERR_IO;
     if (rc == MQ_OK) {
         bench_config(&sc, dir);
         rc = store_open(&sc, &st);
     }
-    t_open = now_ns() - t_open;
+    t_open = mq_mono_ns() - t_open;
     if (rc != MQ_OK) {
         fprintf(stderr, "bench: %s: store_open: %s\n", label, mq_strerror(rc));
         case_errors++;
@@ -729,9 +452,9 @@ static void async_case(size_t body_len, int threads) {
             rec_mbps = (double)bytes / MB / secs;
             body_mbps = (double)count * (double)body_len / MB / secs;
         }
-        int64_t t_close = now_ns();
+        int64_t t_close = mq_mono_ns();
         store_close(st);
-        t_close = now_ns() - t_close;
+        t_close = mq_mono_ns() - t_close;
         printf("  %-18s %10ju appends in %5.2f s, slowest %d in %6.2f ms; open %4.0f ms; "
                "at stop: dispatch lag %6.1f MB, unflushed %6.1f MB; close %5.0f ms\n",
                label, (uintmax_t)count, t1 > t0 ? (double)(t1 - t0) / 1e9 : 0.0,
@@ -807,10 +530,10 @@ static void on_durable(void *arg, int status) {
 /* issue puts one message for 'w' and registers its waiter; returns true if
  * it is already durable (no callback will come). */
 static bool issue(SyncDriver *d, SyncWriter *w, const ClMessage *m) {
-    int64_t t = now_ns();
+    int64_t t = mq_mono_ns();
     ClAppendResult r;
     int rc = store_put(d->st, m, 1, &r);
-    h_add(&d->put_hist, (uint64_t)(now_ns() - t));
+    hist_add(&d->put_hist, (uint64_t)(mq_mono_ns() - t));
     if (rc != MQ_OK) {
         d->err = rc;
         return false;
@@ -830,7 +553,7 @@ static void *sync_driver_main(void *arg) {
     char body[100];
     memset(body, 's', sizeof(body));
     gate_wait(d->go);
-    d->start_ns = now_ns();
+    d->start_ns = mq_mono_ns();
     int64_t deadline = d->start_ns + d->run_ns;
     int in_flight = 0;
     for (int i = 0; i < d->nwriters && d->err == MQ_OK; i++) {
@@ -852,14 +575,14 @@ static void *sync_driver_main(void *arg) {
         SyncWriter *list = d->ready;
         d->ready = NULL;
         pthread_mutex_unlock(&d->lock);
-        int64_t now = now_ns();
-        bool stop = now >= deadline || interrupted || d->err != MQ_OK;
+        int64_t now = mq_mono_ns();
+        bool stop = now >= deadline || bench_interrupted || d->err != MQ_OK;
         while (list) {
             SyncWriter *w = list;
             list = w->next;
             if (w->status == MQ_OK) {
                 d->acks++;
-                h_add(&d->hist, (uint64_t)(now - w->t_start));
+                hist_add(&d->hist, (uint64_t)(now - w->t_start));
             } else {
                 d->errors++;
             }
@@ -870,12 +593,12 @@ static void *sync_driver_main(void *arg) {
             ClMessage m = bench_msg(body, sizeof(body), w->tid);
             while (issue(d, w, &m)) { /* already durable: count it and go again */
                 d->acks++;
-                h_add(&d->hist, (uint64_t)(now_ns() - w->t_start));
+                hist_add(&d->hist, (uint64_t)(mq_mono_ns() - w->t_start));
             }
             if (d->err != MQ_OK) in_flight--;
         }
     }
-    d->end_ns = now_ns();
+    d->end_ns = mq_mono_ns();
     return NULL;
 }
 
@@ -944,8 +667,8 @@ static void sync_case(void) {
         if (drv[i].err != MQ_OK) err = drv[i].err;
         if (drv[i].start_ns < t0) t0 = drv[i].start_ns;
         if (drv[i].end_ns > t1) t1 = drv[i].end_ns;
-        if (all) h_merge(all, &drv[i].hist);
-        if (puts) h_merge(puts, &drv[i].put_hist);
+        if (all) hist_merge(all, &drv[i].hist);
+        if (puts) hist_merge(puts, &drv[i].put_hist);
     }
     SyncCount syncs = syncs_since(syncs0); /* the store's, all threads joined */
     struct rusage ru1;
@@ -962,8 +685,8 @@ static void sync_case(void) {
     } else if (t1 > t0) {
         rate = (double)acks / ((double)(t1 - t0) / 1e9);
         if (all) {
-            p50 = h_pct(all, 0.50) / 1e3;
-            p99 = h_pct(all, 0.99) / 1e3;
+            p50 = hist_pct(all, 0.50) / 1e3;
+            p99 = hist_pct(all, 0.99) / 1e3;
         }
     }
     double secs = t1 > t0 ? (double)(t1 - t0) / 1e9 : 0.0;
@@ -977,7 +700,8 @@ static void sync_case(void) {
     if (puts && puts->count)
         printf("  %-18s store_put alone: p50 %.1f us, p99 %.1f us, p99.9 %.1f us; "
                "process: %.1f minor faults, %.1f cs per ack; cpu %.2f s user, %.2f s sys\n",
-               "", h_pct(puts, 0.5) / 1e3, h_pct(puts, 0.99) / 1e3, h_pct(puts, 0.999) / 1e3,
+               "", hist_pct(puts, 0.5) / 1e3, hist_pct(puts, 0.99) / 1e3,
+               hist_pct(puts, 0.999) / 1e3,
                acks ? (double)(ru1.ru_minflt - ru0.ru_minflt) / (double)acks : 0.0,
                acks ? (double)(ru1.ru_nvcsw - ru0.ru_nvcsw + ru1.ru_nivcsw - ru0.ru_nivcsw) /
                           (double)acks
@@ -1028,7 +752,7 @@ static void fill_report(Filler *f, int err) {
                                      __ATOMIC_ACQUIRE))
         return;
     FillReport rep = {__atomic_load_n(f->total, __ATOMIC_ACQUIRE),
-                      __atomic_load_n(f->count, __ATOMIC_ACQUIRE), now_ns() - f->start_ns,
+                      __atomic_load_n(f->count, __ATOMIC_ACQUIRE), mq_mono_ns() - f->start_ns,
                       err};
     if (write(f->fd, &rep, sizeof(rep)) != (ssize_t)sizeof(rep)) _exit(3);
 }
@@ -1058,7 +782,7 @@ static void *filler_main(void *arg) {
         }
         if (slow || __atomic_load_n(f->reported, __ATOMIC_ACQUIRE)) {
             slow = true;
-            sleep_ms(1); /* steady trickle until the kill */
+            bench_sleep_ms(1); /* steady trickle until the kill */
         }
     }
     return NULL;
@@ -1079,7 +803,7 @@ static void recovery_child(const char *dir, int fd) {
     for (uint32_t i = 0; i < 2; i++) {
         f[i] = (Filler){.st = st, .tid = i, .target = (uint64_t)cfg_g.recovery_mb * MIB,
                         .total = &total, .count = &count, .reported = &reported, .fd = fd,
-                        .start_ns = now_ns()};
+                        .start_ns = mq_mono_ns()};
     }
     if (rc != MQ_OK) {
         fill_report(&f[0], rc);
@@ -1107,9 +831,9 @@ static int timed_open(const char *dir, double *wall_ms, double *store_ms, StoreS
     StoreConfig sc;
     bench_config(&sc, dir);
     sc.segment_size = 256 * MIB;
-    int64_t t0 = now_ns();
+    int64_t t0 = mq_mono_ns();
     int rc = store_open(&sc, out);
-    *wall_ms = (double)(now_ns() - t0) / 1e6;
+    *wall_ms = (double)(mq_mono_ns() - t0) / 1e6;
     if (rc != MQ_OK) {
         *out = NULL;
         *wall_ms = NAN;
@@ -1164,9 +888,9 @@ static void recovery_case(long delay_ms, bool steady) {
     /* Wait for the fill report, bounded: a stuck child must not hang make. */
     FillReport rep = {0, 0, 0, MQ_ERR_TIMEOUT};
     struct pollfd pfd = {fds[0], POLLIN, 0};
-    int64_t give_up = now_ns() + 120 * (int64_t)1000000000;
+    int64_t give_up = mq_mono_ns() + 120 * (int64_t)1000000000;
     bool got = false;
-    while (!interrupted && now_ns() < give_up) {
+    while (!bench_interrupted && mq_mono_ns() < give_up) {
         int pr = poll(&pfd, 1, 200);
         if (pr > 0) {
             got = read(fds[0], &rep, sizeof(rep)) == (ssize_t)sizeof(rep);
@@ -1176,7 +900,7 @@ static void recovery_case(long delay_ms, bool steady) {
     }
     /* Let the store reach its steady state (log flushed, queues dispatched,
      * checkpoint written) with the trickle running, then crash it. */
-    if (got && rep.err == MQ_OK) sleep_ms(delay_ms);
+    if (got && rep.err == MQ_OK) bench_sleep_ms(delay_ms);
     kill(pid, SIGKILL);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -1247,84 +971,52 @@ rows:
  * ====================================================================== */
 
 static int setup(void) {
-    cfg_g.secs = env_num("BENCH_SECS", 2, 0.05, 600);
-    cfg_g.sync_secs = env_num("BENCH_SYNC_SECS", 3, 0.05, 600);
-    cfg_g.seq_mb = (long)env_num("BENCH_SEQ_MB", 1024, 1, 1 << 20);
-    cfg_g.sync_threads = (int)env_num("BENCH_SYNC_THREADS", 64, 1, 4096);
-    cfg_g.sync_drivers = (int)env_num("BENCH_SYNC_DRIVERS", 2, 1, 64);
-    cfg_g.recovery_mb = (long)env_num("BENCH_RECOVERY_MB", 1024, 1, 1 << 20);
-    cfg_g.kill_delay_ms = (long)env_num("BENCH_KILL_DELAY_MS", 2000, 0, 600000);
-    const char *parent = getenv("PETREL_BENCH_DIR");
-    if (!parent || !*parent) parent = "/tmp";
-    if (mq_mkdirs(parent) != MQ_OK) {
-        fprintf(stderr, "bench: cannot create '%s'\n", parent);
-        return -1;
-    }
-    int n = snprintf(cfg_g.root, sizeof(cfg_g.root), "%s/petrel-bench-XXXXXX", parent);
-    if (n < 0 || (size_t)n >= sizeof(cfg_g.root) || !mkdtemp(cfg_g.root)) {
-        fprintf(stderr, "bench: cannot create a directory under '%s': %s\n", parent,
-                strerror(errno));
-        return -1;
-    }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cfg_g.secs = bench_env_num("BENCH_SECS", 2, 0.05, 600);
+    cfg_g.sync_secs = bench_env_num("BENCH_SYNC_SECS", 3, 0.05, 600);
+    cfg_g.seq_mb = (long)bench_env_num("BENCH_SEQ_MB", 1024, 1, 1 << 20);
+    cfg_g.sync_threads = (int)bench_env_num("BENCH_SYNC_THREADS", 64, 1, 4096);
+    cfg_g.sync_drivers = (int)bench_env_num("BENCH_SYNC_DRIVERS", 2, 1, 64);
+    cfg_g.recovery_mb = (long)bench_env_num("BENCH_RECOVERY_MB", 1024, 1, 1 << 20);
+    cfg_g.kill_delay_ms = (long)bench_env_num("BENCH_KILL_DELAY_MS", 2000, 0, 600000);
+    if (bench_scratch_root(cfg_g.root, sizeof(cfg_g.root), "petrel-bench") != 0) return -1;
+    bench_catch_signals();
     return 0;
 }
 
-/* wanted: BENCH_ONLY="sync,recovery" runs only those groups (ceilings always run). */
-static bool wanted(const char *group) {
-    const char *only = getenv("BENCH_ONLY");
-    return !only || !*only || strstr(only, group) != NULL;
-}
-
+/* BENCH_ONLY="sync,recovery" runs only those groups (bench_wanted); the
+ * ceilings always run. */
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (!getenv("BENCH_LOG")) mq_log_level = MQ_LOG_ERROR; /* BENCH_LOG=1: store's log too */
     if (setup() != 0) return 1;
     install_counting_io();
-    int64_t t0 = now_ns();
+    int64_t t0 = mq_mono_ns();
     print_header();
 
     printf("ceilings...\n");
     ceiling_seq_write();
-    if (!interrupted) ceiling_memcpy();
-    if (!interrupted) ceiling_fdatasync();
+    if (!bench_interrupted) ceiling_memcpy();
+    if (!bench_interrupted) ceiling_fdatasync();
 
     /* The sync case runs right after the ceilings: the async cases leave
      * gigabytes of deleted files whose discards and writeback would
      * otherwise slow the fdatasyncs it is compared with. */
-    if (wanted("sync")) {
+    if (bench_wanted("sync")) {
         printf("sync flush (group commit)...\n");
-        if (!interrupted) sync_case();
+        if (!bench_interrupted) sync_case();
     }
     const size_t sizes[3] = {100, 1024, 16384};
-    if (wanted("async")) {
+    if (bench_wanted("async")) {
         printf("async appends (flush every 500 ms, 1 GiB segments)...\n");
-        for (int s = 0; s < 3 && !interrupted; s++)
-            for (int t = 1; t <= 2 && !interrupted; t++) async_case(sizes[s], t);
+        for (int s = 0; s < 3 && !bench_interrupted; s++)
+            for (int t = 1; t <= 2 && !bench_interrupted; t++) async_case(sizes[s], t);
     }
-    if (wanted("recovery")) {
+    if (bench_wanted("recovery")) {
         printf("recovery (256 MiB segments)...\n");
-        if (!interrupted) recovery_case(cfg_g.kill_delay_ms, true);
-        if (!interrupted) recovery_case(0, false);
+        if (!bench_interrupted) recovery_case(cfg_g.kill_delay_ms, true);
+        if (!bench_interrupted) recovery_case(0, false);
     }
 
     mq_rmtree(cfg_g.root);
-    printf("\n");
-    print_table();
-    size_t targets = 0;
-    size_t met = 0;
-    size_t errors = 0;
-    for (size_t i = 0; i < nrows; i++) {
-        if (rows[i].target[0]) targets++;
-        if (rows[i].met == MET_YES) met++;
-        if (rows[i].met == MET_ERROR) errors++;
-    }
-    printf("\nbench: %zu figures, %zu targets met, %zu missed%s (%.0f s%s)\n", nrows, met,
-           targets - met, errors ? ", some figures failed to run" : "",
-           (double)(now_ns() - t0) / 1e9, interrupted ? ", interrupted" : "");
-    return case_errors || errors || interrupted ? 1 : 0;
+    return bench_report(t0, case_errors);
 }

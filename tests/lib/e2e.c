@@ -54,8 +54,7 @@ const char *e2e_bin(void) {
     return b && *b ? b : "bin/petrel";
 }
 
-/* Exit status of a waitpid() status word, as documented in e2e.h. */
-static int status_of(int ws) {
+int e2e_exit_status(int ws) {
     if (WIFEXITED(ws)) return WEXITSTATUS(ws);
     if (WIFSIGNALED(ws)) return 128 + WTERMSIG(ws);
     return -1;
@@ -67,7 +66,7 @@ static int wait_for(pid_t pid, int ms) {
     for (;;) {
         int ws = 0;
         pid_t r = waitpid(pid, &ws, WNOHANG);
-        if (r == pid) return status_of(ws);
+        if (r == pid) return e2e_exit_status(ws);
         if (r < 0 && errno != EINTR) return -1;
         if (now_ms() >= deadline) return -2;
         sleep_ms(10);
@@ -96,8 +95,7 @@ static const char *web_root(void) {
     return realpath("web", buf) ? buf : NULL;
 }
 
-/* Reads the port file: the port, or 0 while it is missing or partial. */
-static int read_port(const char *path) {
+int e2e_read_port(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     int port = 0;
@@ -151,7 +149,7 @@ int e2e_start_cmd(E2eServer *s, const char *dir, const char *cmd, const char *co
 
     long long deadline = now_ms() + E2E_WAIT_MS;
     while (now_ms() < deadline) {
-        int port = read_port(s->port_file);
+        int port = e2e_read_port(s->port_file);
         if (port > 0) {
             s->port = port;
             snprintf(s->base, sizeof(s->base), "http://127.0.0.1:%d", port);
@@ -181,7 +179,7 @@ int e2e_stop(E2eServer *s) {
         kill(s->pid, SIGKILL);
         int ws = 0;
         waitpid(s->pid, &ws, 0);
-        st = status_of(ws);
+        st = e2e_exit_status(ws);
     }
     s->pid = 0;
     if (st != 0) { /* show why: the tail of the server's log */
@@ -507,7 +505,7 @@ int e2e_run(const char *const *args, char **output) {
         kill(pid, SIGKILL);
         int ws = 0;
         waitpid(pid, &ws, 0);
-        st = status_of(ws);
+        st = e2e_exit_status(ws);
     }
     return st;
 }

@@ -5,7 +5,9 @@
  *
  * The binary is $PETREL_BIN (default bin/petrel); the console files are
  * $PETREL_WEB_ROOT (default ./web when it exists), passed as --webRoot.
- * For the cmocka test programs only: it includes testutil.h (cmocka).
+ * It includes testutil.h (cmocka) for the test programs; a program without
+ * cmocka (a benchmark) defines E2E_NO_CMOCKA before including it and gets
+ * everything but the cmocka case helpers at the end.
  */
 #ifndef PETREL_E2E_H
 #define PETREL_E2E_H
@@ -17,7 +19,9 @@
 #include <string.h>
 #include <sys/types.h>
 
+#ifndef E2E_NO_CMOCKA
 #include "testutil.h" /* cmocka, for the static inline case helpers */
+#endif
 
 #define E2E_WAIT_MS 10000 /* start (port file) and stop (exit) deadlines */
 
@@ -98,6 +102,14 @@ void e2e_response_free(E2eResponse *r);
  * prints it and returns NULL when it is not JSON. */
 json_t *e2e_json(const E2eResponse *r);
 
+/* e2e_read_port reads the port that a server wrote to its --port-file
+ * 'path': the port, or 0 while the file is missing or partial. */
+int e2e_read_port(const char *path);
+
+/* e2e_exit_status decodes a waitpid() status word as e2e_stop reports it:
+ * the exit status (0..255), 128 + signal number, or -1. */
+int e2e_exit_status(int ws);
+
 /* e2e_run runs the binary with 'args' (NULL-terminated, after argv[0]) to
  * completion, at most E2E_WAIT_MS; '*output' gets its stdout and stderr
  * (malloc'd, NUL-terminated).  Returns the exit status as e2e_stop. */
@@ -148,6 +160,7 @@ long long e2e_num(const json_t *o, const char *k);
  * when absent or not a string; 'o' may be NULL). */
 const char *e2e_str(const json_t *o, const char *k);
 
+#ifndef E2E_NO_CMOCKA
 /* e2e_case_start starts the case's server (e2e_start with 'extra') and
  * asserts that it started; prints the server's log when it did not. */
 static inline void e2e_case_start(E2eCase *c, const char *const *extra) {
@@ -217,5 +230,6 @@ static inline void e2e_wait_queue(E2eCase *c, const char *topic, int q, long lon
     }
     fail_msg("queue %s/%d never reached %lld messages", topic, q, n);
 }
+#endif /* E2E_NO_CMOCKA */
 
 #endif
