@@ -467,13 +467,21 @@ static void run_finished(ClFlushWaiter *ready);
  * (fallocate, map, directory fsync), so that rolling over never does disk
  * work while appenders wait on append_lock.  Flusher thread, no lock held
  * while it touches the disk. */
+/* next_base is where the next segment starts: after the newest, or, for an
+ * empty log, the segment holding the write position.  append_lock held. */
+static uint64_t next_base(const CommitLog *cl) {
+    uint64_t seg = cl->cfg.segment_size;
+    return cl->newest ? mf_base(cl->newest) + seg : load64(&cl->write_pos) / seg * seg;
+}
+
 static void prepare_next(CommitLog *cl) {
     if (!__atomic_load_n(&cl->recovered, __ATOMIC_ACQUIRE)) return;
     uint64_t seg = cl->cfg.segment_size;
     pthread_mutex_lock(&cl->append_lock);
-    bool need = cl->newest && !cl->prepared &&
-                __atomic_load_n(&cl->refusal, __ATOMIC_ACQUIRE) == MQ_OK;
-    uint64_t base = need ? mf_base(cl->newest) + seg : 0;
+    /* An empty log gets its first segment here too (cl_recover calls this
+     * once for it): its first append then does no disk work either. */
+    bool need = !cl->prepared && __atomic_load_n(&cl->refusal, __ATOMIC_ACQUIRE) == MQ_OK;
+    uint64_t base = need ? next_base(cl) : 0;
     pthread_mutex_unlock(&cl->append_lock);
     if (!need) return;
     char path[4096];
@@ -481,7 +489,7 @@ static void prepare_next(CommitLog *cl) {
     MappedFile *mf = NULL;
     if (mf_open(path, base, seg, true, &mf) != MQ_OK) return; /* the roll will try itself */
     pthread_mutex_lock(&cl->append_lock);
-    if (cl->newest && mf_base(cl->newest) + seg == base && !cl->prepared) {
+    if (next_base(cl) == base && !cl->prepared) {
         cl->prepared = mf;
         mf = NULL;
     } else {
@@ -769,6 +777,9 @@ int cl_recover(CommitLog *cl, uint64_t from, uint64_t *end) {
         store64(&cl->min_off, start);
         *end = start;
         __atomic_store_n(&cl->recovered, true, __ATOMIC_RELEASE);
+        /* Make the first segment now, on the opening thread: otherwise the
+         * first append would create it (on an HTTP worker in the broker). */
+        prepare_next(cl);
         return MQ_OK;
     }
     if (from < min) from = min;

@@ -692,6 +692,25 @@ static void test_cl_write_through_short_write_then_enospc_loses_nothing_acked(vo
     write_fails_and_log_is_cut_back(*state, ENOSPC, true);
 }
 
+/* The first segment of an empty log is made by recovery itself, so that
+ * the first append (on an HTTP worker in the broker) does no disk work
+ * either. */
+static void test_cl_first_segment_of_an_empty_log_is_prepared_at_recovery(void **state) {
+    Fixture *f = *state;
+    char *first = tu_path(f->dir, "%020d", 0);
+    assert_true(tu_exists(first));
+    static MqIo io;
+    io = mq_io_default;
+    io.fallocate = enospc_fallocate; /* creating a file would fail now */
+    mq_io_set(&io);
+    ClMessage m = msg("t", 0, "x", 1);
+    ClAppendResult r;
+    assert_int_equal(cl_append(f->cl, &m, 1, &r), MQ_OK);
+    assert_true(r.phys_off == 0);
+    mq_io_set(NULL);
+    free(first);
+}
+
 static void test_cl_next_segment_is_prepared_ahead_so_a_roll_needs_no_disk(void **state) {
     Fixture *f = *state;
     ClAppendResult last = put_n(f, 3, NULL);
@@ -761,6 +780,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_cl_raw_copy_makes_identical_log, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_cl_next_segment_is_prepared_ahead_so_a_roll_needs_no_disk, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_cl_first_segment_of_an_empty_log_is_prepared_at_recovery, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cl_write_through_appends_read_back_and_roll, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(
