@@ -313,7 +313,9 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
     GwProblem prob = {0};
     json_t *root = NULL;
     ProduceReq req = {0};
-    if (kind == 'J') {
+    if (kind == 'J' && pr_decode_json_fast(r->body, r->body_len, max_body, &req)) {
+        /* plain request: decoded without a jansson tree */
+    } else if (kind == 'J') {
         if (!gw_json_object(r, false, &root, &prob)) return gw_reply_problem(r, &prob);
         if (!pr_decode_json(root, max_body, &req, &prob)) {
             json_decref(root);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "jw.h"
 
 /* ======================================================================
  * Field checks
@@ -192,6 +193,218 @@ bool pr_decode_json(json_t *root, size_t max_body, ProduceReq *out, GwProblem *p
             pr_req_clear(out);
             return false;
         }
+    }
+    return true;
+}
+
+/* ======================================================================
+ * JSON form, fast path
+ *
+ * Most produce bodies are plain: one object (or the batch form) with a
+ * body, maybe tags, keys, a sharding key or a queue id, strings without
+ * escapes.  Those are decoded here straight from the request bytes, with
+ * no jansson tree (parsing and freeing the tree was a third of a batch's
+ * CPU, docs/bench.md).  Anything else -- escapes, properties, unknown or
+ * repeated fields, numbers that are not plain non-negative integers, bad
+ * values of any kind -- makes the fast path give up, and the jansson path
+ * decides (and words every error).  So the fast path only has to be right
+ * about what it accepts: fuzz_request checks that jansson's path accepts
+ * the same and decodes it to the same messages.
+ * ====================================================================== */
+
+typedef struct Scan {
+    const char *p;
+    const char *end;
+} Scan;
+
+static void skip_ws(Scan *sc) {
+    while (sc->p < sc->end &&
+           (*sc->p == ' ' || *sc->p == '\n' || *sc->p == '\r' || *sc->p == '\t'))
+        sc->p++;
+}
+
+static bool eat(Scan *sc, char c) {
+    skip_ws(sc);
+    if (sc->p >= sc->end || *sc->p != c) return false;
+    sc->p++;
+    return true;
+}
+
+/* A string without escapes or control characters, valid UTF-8. */
+static bool plain_string(Scan *sc, MqSlice *out) {
+    if (!eat(sc, '"')) return false;
+    const char *start = sc->p;
+    while (sc->p < sc->end) {
+        unsigned char c = (unsigned char)*sc->p;
+        if (c == '"') break;
+        if (c == '\\' || c < 0x20) return false;
+        sc->p++;
+    }
+    if (sc->p >= sc->end) return false;
+    *out = mq_slice(start, (size_t)(sc->p - start));
+    sc->p++; /* the closing quote */
+    return jw_utf8_valid(start, out->len);
+}
+
+/* A non-negative integer without sign, fraction or exponent, no leading
+ * zero, at most 18 digits (so it fits jansson's json_int_t too). */
+static bool plain_uint(Scan *sc, int64_t *out) {
+    skip_ws(sc);
+    const char *start = sc->p;
+    int64_t v = 0;
+    while (sc->p < sc->end && *sc->p >= '0' && *sc->p <= '9') {
+        if (sc->p - start >= 18) return false; /* before it could overflow */
+        v = v * 10 + (*sc->p - '0');
+        sc->p++;
+    }
+    size_t n = (size_t)(sc->p - start);
+    if (n == 0 || n > 18 || (n > 1 && *start == '0')) return false;
+    if (sc->p < sc->end && (*sc->p == '.' || *sc->p == 'e' || *sc->p == 'E')) return false;
+    *out = v;
+    return true;
+}
+
+enum { F_BODY = 1, F_ENC = 2, F_TAGS = 4, F_KEYS = 8, F_SHARD = 16, F_QUEUE = 32 };
+
+/* Which known field 'name' is (0: none the fast path handles). */
+static int field_of(MqSlice name) {
+    static const struct {
+        const char *name;
+        int bit;
+    } fields[] = {{"body", F_BODY},   {"bodyEncoding", F_ENC}, {"tags", F_TAGS},
+                  {"keys", F_KEYS},   {"shardingKey", F_SHARD}, {"queueId", F_QUEUE}};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        if (name.len == strlen(fields[i].name) && memcmp(name.ptr, fields[i].name, name.len) == 0)
+            return fields[i].bit;
+    }
+    return 0;
+}
+
+/* One message object into 'm'; false = give up. */
+static bool fast_msg(Scan *sc, ProduceMsg *m, size_t max_body) {
+    GwProblem scratch;
+    if (!eat(sc, '{')) return false;
+    int seen = 0;
+    MqSlice body = {NULL, 0};
+    bool base64 = false;
+    skip_ws(sc);
+    if (sc->p < sc->end && *sc->p == '}') return false; /* no body: jansson words it */
+    for (;;) {
+        MqSlice name;
+        if (!plain_string(sc, &name) || !eat(sc, ':')) return false;
+        int f = field_of(name);
+        if (f == 0 || (seen & f)) return false;
+        seen |= f;
+        MqSlice v;
+        switch (f) {
+        case F_BODY:
+            if (!plain_string(sc, &body)) return false;
+            break;
+        case F_ENC:
+            if (!plain_string(sc, &v)) return false;
+            if (v.len == 6 && memcmp(v.ptr, "base64", 6) == 0) {
+                base64 = true;
+            } else if (!(v.len == 4 && memcmp(v.ptr, "utf8", 4) == 0)) {
+                return false;
+            }
+            break;
+        case F_TAGS:
+            if (!plain_string(sc, &m->tags) || !check_tags(m->tags, "", &scratch)) return false;
+            break;
+        case F_SHARD:
+            if (!plain_string(sc, &m->sharding_key) ||
+                !check_sharding_key(m->sharding_key, "", &scratch))
+                return false;
+            break;
+        case F_QUEUE:
+            if (!plain_uint(sc, &m->queue_id)) return false;
+            break;
+        case F_KEYS:
+            if (!eat(sc, '[')) return false;
+            skip_ws(sc);
+            if (sc->p < sc->end && *sc->p == ']') {
+                sc->p++;
+                break;
+            }
+            for (size_t i = 0;; i++) {
+                if (!plain_string(sc, &v) || !add_key(m, v.ptr, v.len, i, &scratch)) return false;
+                if (eat(sc, ']')) break;
+                if (!eat(sc, ',')) return false;
+            }
+            break;
+        }
+        if (eat(sc, '}')) break;
+        if (!eat(sc, ',')) return false;
+    }
+    if (!(seen & F_BODY)) return false;
+    if (base64) {
+        size_t n = 0;
+        if (js_b64_decode(body.ptr, body.len, &m->body_owned, &n) != MQ_OK) return false;
+        m->body = mq_slice(m->body_owned, n);
+    } else {
+        m->body = body;
+    }
+    return check_body_size(m, max_body, &scratch);
+}
+
+/* Counts the objects of a batch array without decoding them: the number
+ * of '{' at depth 1, strings skipped; 0 when the shape is not plain. */
+static size_t count_batch(Scan sc) {
+    size_t n = 0;
+    int depth = 0;
+    while (sc.p < sc.end) {
+        char c = *sc.p++;
+        if (c == '"') {
+            while (sc.p < sc.end && *sc.p != '"') {
+                if (*sc.p == '\\') return 0;
+                sc.p++;
+            }
+            if (sc.p >= sc.end) return 0;
+            sc.p++;
+        } else if (c == '{' || c == '[') {
+            if (depth == 0 && c == '{') n++;
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (depth == 0) return c == ']' ? n : 0;
+            depth--;
+        }
+    }
+    return 0;
+}
+
+bool pr_decode_json_fast(const char *json, size_t len, size_t max_body, ProduceReq *out) {
+    memset(out, 0, sizeof(*out));
+    Scan sc = {json ? json : "", (json ? json : "") + len};
+    Scan probe = sc;
+    MqSlice first;
+    bool batch = eat(&probe, '{') && plain_string(&probe, &first) &&
+                 first.len == 8 && memcmp(first.ptr, "messages", 8) == 0;
+    size_t count = 1;
+    if (batch) {
+        if (!eat(&probe, ':') || !eat(&probe, '[')) return false;
+        count = count_batch(probe);
+        if (count == 0 || count > PR_BATCH_MAX) return false;
+        sc = probe;
+    }
+    GwProblem scratch;
+    if (!req_alloc(out, count, &scratch)) return false;
+    out->batch = batch;
+    for (size_t i = 0; i < count; i++) {
+        ProduceMsg *m = &out->msgs[i];
+        if (batch) snprintf(m->where, sizeof(m->where), "messages[%zu].", i);
+        if (!fast_msg(&sc, m, max_body) || (batch && !eat(&sc, i + 1 < count ? ',' : ']'))) {
+            pr_req_clear(out);
+            return false;
+        }
+    }
+    if (batch && !eat(&sc, '}')) {
+        pr_req_clear(out);
+        return false;
+    }
+    skip_ws(&sc);
+    if (sc.p != sc.end) {
+        pr_req_clear(out);
+        return false;
     }
     return true;
 }

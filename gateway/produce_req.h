@@ -74,6 +74,14 @@ typedef struct ProduceRawParams {
  * must outlive it.  Any thread. */
 bool pr_decode_json(json_t *root, size_t max_body, ProduceReq *out, GwProblem *p);
 
+/* pr_decode_json_fast decodes the 'len' bytes of JSON at 'json' as
+ * pr_decode_json would, but only for plain requests (no escapes, no
+ * "properties", known fields once each, valid values); for anything else
+ * it returns false and the caller parses with jansson and calls
+ * pr_decode_json, which also words the errors.  On true the caller owns
+ * 'out' (pr_req_clear); its slices borrow from 'json'.  Any thread. */
+bool pr_decode_json_fast(const char *json, size_t len, size_t max_body, ProduceReq *out);
+
 /* pr_decode_raw decodes the raw form: 'body' ('len' bytes) is the one
  * message, 'q' its parameters.  The checks and ownership are those of
  * pr_decode_json; the slices borrow from 'q' and 'body'.  Unknown query

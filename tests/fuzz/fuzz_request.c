@@ -8,7 +8,9 @@
  *         and joining them with "||" parses back to the same tags;
  *   'r'   the raw produce form (pr_decode_raw): a presence byte, then the
  *         present query parameters each ended by '\n', then the body;
- *   other a JSON produce body, one message or a batch (pr_decode_json).
+ *   other a JSON produce body, one message or a batch (pr_decode_json);
+ *         what the fast path (pr_decode_json_fast) accepts, the jansson
+ *         path must accept as the same messages.
  * A decoded produce request must hold 1..PR_BATCH_MAX messages with bodies
  * of 1..FUZZ_MAX_BODY bytes equal to what was sent and valid tags and
  * keys; each property block must decode back to the same properties, and
@@ -180,21 +182,48 @@ static MqSlice sent_body(json_t *o, uint8_t **owned) {
     return mq_slice(json_string_value(b), json_string_length(b));
 }
 
+/* The fast path may give up on anything, but what it accepts the jansson
+ * path must accept too, as the same messages. */
+static void check_same_msgs(const ProduceReq *fast, const ProduceReq *slow) {
+    CHECK(fast->count == slow->count && fast->batch == slow->batch);
+    for (size_t i = 0; i < fast->count; i++) {
+        const ProduceMsg *a = &fast->msgs[i], *b = &slow->msgs[i];
+        CHECK(strcmp(a->where, b->where) == 0);
+        CHECK(slice_is(a->body, b->body.ptr, b->body.len));
+        CHECK(slice_is(a->tags, b->tags.ptr, b->tags.len));
+        CHECK(slice_is(a->sharding_key, b->sharding_key.ptr, b->sharding_key.len));
+        CHECK((a->keys == NULL) == (b->keys == NULL));
+        CHECK(!a->keys || strcmp(a->keys, b->keys) == 0);
+        CHECK(a->queue_id == b->queue_id);
+        CHECK(a->props == NULL && b->props == NULL);
+    }
+}
+
 static void fuzz_json(const uint8_t *data, size_t size) {
+    ProduceReq fast;
+    bool fast_ok = pr_decode_json_fast((const char *)data, size, FUZZ_MAX_BODY, &fast);
+    if (!fast_ok) CHECK(fast.msgs == NULL && fast.count == 0);
     json_error_t jerr;
     json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &jerr);
+    CHECK(root || !fast_ok);
     if (!root) return;
     if (!json_is_object(root)) { /* refused before decoding (gw_json_object) */
+        CHECK(!fast_ok);
         json_decref(root);
         return;
     }
     ProduceReq req;
     GwProblem p = {0};
     if (!pr_decode_json(root, FUZZ_MAX_BODY, &req, &p)) {
+        CHECK(!fast_ok);
         check_problem(&p);
         CHECK(req.msgs == NULL && req.count == 0);
         json_decref(root);
         return;
+    }
+    if (fast_ok) {
+        check_same_msgs(&fast, &req);
+        pr_req_clear(&fast);
     }
     json_t *batch = json_object_get(root, "messages");
     CHECK(req.batch == (batch != NULL));
