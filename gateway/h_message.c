@@ -282,15 +282,16 @@ static enum MHD_Result offload_create(GwRequest *r, const char *topic) {
 static bool decode_raw(GwRequest *r, size_t max_body, ProduceReq *out, GwProblem *p) {
     static const char *const known[] = {"tags", "keys", "shardingKey", "queueId",
                                         "delayLevel", "delayMs", "deliverAt", NULL};
-    const char *bad = gw_query_unknown(r, known);
+    const char *v[7];
+    const char *bad = gw_query_collect(r, known, v);
     if (bad) return gw_fail(p, 400, "UNKNOWN_FIELD", "unknown query parameter '%.64s'", bad);
-    ProduceRawParams q = {.tags = gw_query(r, "tags"),
-                          .keys = gw_query(r, "keys"),
-                          .sharding_key = gw_query(r, "shardingKey"),
-                          .queue_id = gw_query(r, "queueId"),
-                          .delay_level = gw_query(r, "delayLevel"),
-                          .delay_ms = gw_query(r, "delayMs"),
-                          .deliver_at = gw_query(r, "deliverAt")};
+    ProduceRawParams q = {.tags = v[0],
+                          .keys = v[1],
+                          .sharding_key = v[2],
+                          .queue_id = v[3],
+                          .delay_level = v[4],
+                          .delay_ms = v[5],
+                          .deliver_at = v[6]};
     return pr_decode_raw(&q, r->body, r->body_len, max_body, out, p);
 }
 

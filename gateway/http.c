@@ -174,27 +174,36 @@ const char *gw_query(const GwRequest *r, const char *name) {
                                          NULL, NULL) == MHD_YES ? "" : NULL;
 }
 
-typedef struct UnknownScan {
+typedef struct ArgScan {
     const char *const *known;
-    const char *first; /* first unknown name, NULL = none yet */
-} UnknownScan;
+    const char **values; /* NULL = only look for unknown names */
+    const char *first;   /* first unknown name, NULL = none yet */
+} ArgScan;
 
 static enum MHD_Result scan_arg(void *cls, enum MHD_ValueKind kind, const char *key,
                                 const char *value) {
     (void)kind;
-    (void)value;
-    UnknownScan *u = cls;
+    ArgScan *u = cls;
     for (size_t i = 0; u->known[i]; i++) {
-        if (strcmp(u->known[i], key) == 0) return MHD_YES;
+        if (strcmp(u->known[i], key) == 0) {
+            /* the first occurrence wins, as with gw_query; "?name" has no value */
+            if (u->values && !u->values[i]) u->values[i] = value ? value : "";
+            return MHD_YES;
+        }
     }
     u->first = key;
     return MHD_NO;
 }
 
-const char *gw_query_unknown(const GwRequest *r, const char *const *known) {
-    UnknownScan u = {known, NULL};
+const char *gw_query_collect(const GwRequest *r, const char *const *known, const char **values) {
+    for (size_t i = 0; values && known[i]; i++) values[i] = NULL;
+    ArgScan u = {known, values, NULL};
     MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, scan_arg, &u);
     return u.first;
+}
+
+const char *gw_query_unknown(const GwRequest *r, const char *const *known) {
+    return gw_query_collect(r, known, NULL);
 }
 
 const char *gw_header(const GwRequest *r, const char *name) {

@@ -97,6 +97,10 @@ const char *gw_query(const GwRequest *r, const char *name);
  * that is not in the NULL-terminated list 'known', or NULL when all are
  * known.  Borrowed from MHD until the request completes. */
 const char *gw_query_unknown(const GwRequest *r, const char *const *known);
+/* gw_query_collect is gw_query_unknown that also fills values[i] with the
+ * value of known[i] as gw_query would (NULL when absent), in one pass over
+ * the query: for handlers that read several parameters per request. */
+const char *gw_query_collect(const GwRequest *r, const char *const *known, const char **values);
 
 /* gw_header returns the request header 'name' (case-insensitive), or NULL. */
 const char *gw_header(const GwRequest *r, const char *name);
