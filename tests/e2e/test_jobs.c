@@ -33,14 +33,6 @@ static int setup(void **state) {
     return e2e_case_setup(state, "e2e-jobs");
 }
 
-static void create_topic(E2eCase *f, const char *topic, int queues) {
-    char path[128];
-    char body[64];
-    snprintf(path, sizeof(path), "/v1/topics/%s", topic);
-    snprintf(body, sizeof(body), "{\"queues\":%d}", queues);
-    json_decref(e2e_call(f, "PUT", path, E2E_JSON, body, 201));
-}
-
 /* ---- a request on its own thread ---------------------------------------------*/
 
 typedef struct Call {
@@ -166,8 +158,8 @@ static void assert_queues(E2eCase *f, const char *topic, int queues) {
 static void test_jobs_workers_answer_while_topic_writes_wait_for_sqlite(void **state) {
     E2eCase *f = *state;
     e2e_case_start(f, NULL);
-    create_topic(f, "Open", 2);
-    create_topic(f, "Doomed", 1);
+    e2e_create_topic(f, "Open", 2);
+    e2e_create_topic(f, "Doomed", 1);
     Call poll;
     call_start(&poll, f, "GET", NULL, "/v1/topics/Open/queues/0/messages?offset=0&waitMs=10000");
     wait_suspended(f, 1);
@@ -327,7 +319,7 @@ static void test_jobs_concurrent_topic_writes_and_auto_create_while_polls_are_he
     void **state) {
     E2eCase *f = *state;
     e2e_case_start(f, NULL);
-    create_topic(f, "Polled", 1);
+    e2e_create_topic(f, "Polled", 1);
     enum { POLLS = 10 };
     Call polls[POLLS];
     for (int i = 0; i < POLLS; i++) {

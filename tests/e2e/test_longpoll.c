@@ -24,14 +24,6 @@ static int setup(void **state) {
     return e2e_case_setup(state, "e2e-longpoll");
 }
 
-static void create_topic(E2eCase *f, const char *topic, int queues) {
-    char path[128];
-    char body[64];
-    snprintf(path, sizeof(path), "/v1/topics/%s", topic);
-    snprintf(body, sizeof(body), "{\"queues\":%d}", queues);
-    json_decref(e2e_call(f, "PUT", path, E2E_JSON, body, 201));
-}
-
 static void produce(E2eCase *f, const char *topic, const char *body) {
     char path[128];
     snprintf(path, sizeof(path), "/v1/topics/%s/messages", topic);
@@ -90,7 +82,7 @@ static void poll_join(Poll *p) {
 static void test_long_poll_returns_found_soon_after_a_produce(void **state) {
     E2eCase *f = *state;
     e2e_case_start(f, NULL);
-    create_topic(f, "Lp", 2);
+    e2e_create_topic(f, "Lp", 2);
     Poll p;
     poll_start(&p, f, "/v1/topics/Lp/queues/1/messages?offset=0&waitMs=5000");
     e2e_sleep_ms(300);
@@ -115,7 +107,7 @@ static void test_long_poll_returns_found_soon_after_a_produce(void **state) {
 static void test_long_poll_on_an_empty_queue_times_out_with_no_new_msg(void **state) {
     E2eCase *f = *state;
     e2e_case_start(f, NULL);
-    create_topic(f, "Empty", 1);
+    e2e_create_topic(f, "Empty", 1);
     int64_t t0 = e2e_now_ms();
     json_t *p = e2e_call(f, "GET", "/v1/topics/Empty/queues/0/messages?offset=0&waitMs=300", NULL,
                          NULL, 200);
@@ -165,7 +157,7 @@ static void expect_400(E2eCase *f, const char *path, const char *want_in_message
 static void test_long_poll_wait_out_of_range_is_400(void **state) {
     E2eCase *f = *state;
     e2e_case_start(f, NULL);
-    create_topic(f, "W", 1);
+    e2e_create_topic(f, "W", 1);
     expect_400(f, "/v1/topics/W/queues/0/messages?waitMs=30001", "0 to 30000");
     expect_400(f, "/v1/topics/W/queues/0/messages?waitMs=-1", "0 to 30000");
     expect_400(f, "/v1/topics/W/queues/0/messages?waitMs=abc", "waitMs");
@@ -179,7 +171,7 @@ static void test_long_poll_wait_out_of_range_is_400(void **state) {
 static void test_long_poll_with_tag_filter_ignores_other_tags(void **state) {
     E2eCase *f = *state;
     e2e_case_start(f, NULL);
-    create_topic(f, "Tg", 1);
+    e2e_create_topic(f, "Tg", 1);
     Poll p;
     poll_start(&p, f, "/v1/topics/Tg/queues/0/messages?offset=0&tags=TagB&waitMs=5000");
     e2e_sleep_ms(200);
@@ -217,7 +209,7 @@ static void test_long_poll_with_tag_filter_ignores_other_tags(void **state) {
 static void test_long_poll_offset_overflow_answers_at_once(void **state) {
     E2eCase *f = *state;
     e2e_case_start(f, NULL);
-    create_topic(f, "Ov", 1);
+    e2e_create_topic(f, "Ov", 1);
     int64_t t0 = e2e_now_ms();
     json_t *p =
         e2e_call(f, "GET", "/v1/topics/Ov/queues/0/messages?offset=5&waitMs=5000", NULL, NULL, 200);
@@ -232,7 +224,7 @@ static void test_long_poll_offset_overflow_answers_at_once(void **state) {
 static void test_many_long_polls_all_wake_on_one_produce(void **state) {
     E2eCase *f = *state;
     e2e_case_start(f, NULL);
-    create_topic(f, "Many", 1);
+    e2e_create_topic(f, "Many", 1);
     Poll *ps = calloc(MANY, sizeof(*ps));
     assert_non_null(ps);
     for (int i = 0; i < MANY; i++) {
@@ -262,7 +254,7 @@ static void test_many_long_polls_all_wake_on_one_produce(void **state) {
 static void test_sigterm_answers_held_polls_and_exits_promptly(void **state) {
     E2eCase *f = *state;
     e2e_case_start(f, NULL);
-    create_topic(f, "Stop", 2);
+    e2e_create_topic(f, "Stop", 2);
     Poll ps[HELD];
     for (int i = 0; i < HELD; i++) {
         poll_start(&ps[i], f, "/v1/topics/Stop/queues/%d/messages?offset=0&waitMs=30000", i % 2);

@@ -215,6 +215,15 @@ static inline void e2e_expect_error(E2eCase *c, const char *method, const char *
     e2e_response_free(&r);
 }
 
+/* e2e_create_topic creates 'topic' with 'queues' queues (PUT, expects 201). */
+static inline void e2e_create_topic(E2eCase *c, const char *topic, int queues) {
+    char path[160];
+    char body[64];
+    snprintf(path, sizeof(path), "/v1/topics/%s", topic);
+    snprintf(body, sizeof(body), "{\"queues\":%d}", queues);
+    json_decref(e2e_call(c, "PUT", path, E2E_JSON, body, 201));
+}
+
 /* e2e_wait_queue waits (up to 5 s) until queue 'q' of 'topic' has a
  * maxOffset of at least 'n' (the messages are dispatched); fails the test
  * otherwise. */
