@@ -106,22 +106,12 @@ enum MHD_Result h_group_offsets_get(GwRequest *r, const RtMatch *m) {
 static bool decode_entry(GwRequest *r, json_t *o, const char *where, OffEntry *e, GwProblem *p) {
     if (!json_is_object(o)) return gw_fail(p, 400, "INVALID_FIELD", "%sentry must be an object",
                                         where);
-    json_t *topic = NULL;
-    json_t *qid = NULL;
-    json_t *off = NULL;
-    const char *key;
-    json_t *v;
-    json_object_foreach(o, key, v) {
-        if (strcmp(key, "topic") == 0) {
-            topic = v;
-        } else if (strcmp(key, "queueId") == 0) {
-            qid = v;
-        } else if (strcmp(key, "offset") == 0) {
-            off = v;
-        } else {
-            return gw_fail(p, 400, "UNKNOWN_FIELD", "%sunknown field '%.64s'", where, key);
-        }
-    }
+    static const char *const names[] = {"topic", "queueId", "offset", NULL};
+    json_t *f[3];
+    if (!gw_json_fields(o, names, f, where, p)) return false;
+    json_t *topic = f[0];
+    json_t *qid = f[1];
+    json_t *off = f[2];
     if (!json_is_string(topic)) {
         return gw_fail(p, 400, "INVALID_FIELD", "%stopic is required and must be a string", where);
     }
@@ -220,21 +210,14 @@ enum MHD_Result h_group_offsets_reset(GwRequest *r, const RtMatch *m) {
     GwProblem prob = {0};
     json_t *root = NULL;
     if (!gw_json_object(r, true, &root, &prob)) return gw_reply_problem(r, &prob);
-    json_t *topic = NULL;
-    json_t *ts = NULL;
-    const char *key;
-    json_t *v;
-    json_object_foreach(root, key, v) {
-        if (strcmp(key, "topic") == 0) {
-            topic = v;
-        } else if (strcmp(key, "timestamp") == 0) {
-            ts = v;
-        } else {
-            ret = gw_reply_error(r, 400, "UNKNOWN_FIELD", "unknown field '%.64s'", key);
-            json_decref(root);
-            return ret;
-        }
+    static const char *const names[] = {"topic", "timestamp", NULL};
+    json_t *f[2];
+    if (!gw_json_fields(root, names, f, "", &prob)) {
+        json_decref(root);
+        return gw_reply_problem(r, &prob);
     }
+    json_t *topic = f[0];
+    json_t *ts = f[1];
     if (!json_is_string(topic)) {
         json_decref(root);
         return gw_reply_error(r, 400, "INVALID_FIELD", "topic is required and must be a "

@@ -7,6 +7,7 @@
  * sqlite and the file system, so they run on the job runner (jobs.h).
  */
 #include "handlers.h"
+#include "req.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,17 +210,10 @@ enum MHD_Result h_topic_put(GwRequest *r, const RtMatch *m) {
     TopicJob *j = topic_job_new(r, name, &ret);
     if (!j) return ret;
     json_t *root = NULL;
-    if (r->body_len > 0) {
-        json_error_t jerr;
-        root = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &jerr);
-        if (!root) {
-            return gw_reply_error(r, 400, "INVALID_JSON", "malformed JSON at line %d column "
-                                  "%d: %s", jerr.line, jerr.column, jerr.text);
-        }
-        if (!json_is_object(root)) {
-            json_decref(root);
-            return gw_reply_error(r, 400, "INVALID_JSON", "the body must be a JSON object");
-        }
+    GwProblem prob = {0};
+    /* An empty body keeps every setting (or the defaults of a new topic). */
+    if (r->body_len > 0 && !gw_json_object(r, false, &root, &prob)) {
+        return gw_reply_problem(r, &prob);
     }
     const char *key;
     json_t *v;

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 bool gw_fail(GwProblem *p, unsigned status, const char *code, const char *fmt, ...) {
@@ -65,6 +66,20 @@ bool gw_json_object(GwRequest *r, bool check_ct, json_t **out, GwProblem *p) {
         return gw_fail(p, 400, "INVALID_JSON", "the body must be a JSON object");
     }
     *out = root;
+    return true;
+}
+
+bool gw_json_fields(json_t *o, const char *const *names, json_t **values, const char *where,
+                    GwProblem *p) {
+    for (size_t i = 0; names[i]; i++) values[i] = NULL;
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        size_t i = 0;
+        while (names[i] && strcmp(names[i], key) != 0) i++;
+        if (!names[i]) return gw_fail(p, 400, "UNKNOWN_FIELD", "%sunknown field '%.64s'", where, key);
+        values[i] = v;
+    }
     return true;
 }
 

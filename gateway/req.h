@@ -44,6 +44,13 @@ bool gw_query_int(GwRequest *r, const char *name, int64_t lo, int64_t hi, int64_
  * is 415.  Caller owns '*out' on success. */
 bool gw_json_object(GwRequest *r, bool check_ct, json_t **out, GwProblem *p);
 
+/* gw_json_fields takes the members of object 'o' whose names are in the
+ * NULL-terminated 'names' into values[i] (borrowed; NULL when absent).  A
+ * member of another name is 400 UNKNOWN_FIELD ("<where>unknown field
+ * 'x'"); the values themselves are the caller's to check. */
+bool gw_json_fields(json_t *o, const char *const *names, json_t **values, const char *where,
+                    GwProblem *p);
+
 /* gw_json_batch looks for the batch form {"<field>":[1..'max' items]} in
  * 'root': '*batch' = the array (borrowed) and '*count' its size, or
  * '*batch' = NULL and '*count' = 1 when 'field' is absent (a single item).
