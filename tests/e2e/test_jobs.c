@@ -35,53 +35,16 @@ static int setup(void **state) {
 
 /* ---- a request on its own thread ---------------------------------------------*/
 
-typedef struct Call {
-    const E2eServer *srv;
-    const char *method;
-    char path[256];
-    char body[256];   /* "" = no body */
-    long status;      /* HTTP status, 0 when the transfer failed */
-    json_t *json;     /* the answer's body (owned), NULL when empty */
-    int64_t end_ms;   /* when the answer had arrived */
-    atomic_bool done; /* the answer arrived */
-    pthread_t th;
-} Call;
+typedef E2eCall Call;
 
-static void *call_main(void *arg) {
-    Call *c = arg;
-    E2eResponse r;
-    int rc = e2e_send(c->srv, c->method, c->path, c->body[0] ? E2E_JSON : NULL,
-                      c->body[0] ? c->body : NULL, &r);
-    c->end_ms = e2e_now_ms();
-    c->status = rc == 0 ? r.status : 0;
-    c->json = rc == 0 && r.len ? json_loadb(r.body, r.len, 0, NULL) : NULL;
-    if (rc == 0) e2e_response_free(&r);
-    atomic_store(&c->done, true);
-    return NULL;
-}
-
-/* Starts 'method' on the path printed from 'fmt' with the JSON 'body'
+/* Starts 'method' on the path printed from the format with the JSON body
  * (NULL: none) on a new thread. */
-static void call_start(Call *c, const E2eCase *f, const char *method, const char *body,
-                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-static void call_start(Call *c, const E2eCase *f, const char *method, const char *body,
-                       const char *fmt, ...) {
-    memset(c, 0, sizeof(*c));
-    c->srv = &f->srv;
-    c->method = method;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->path, sizeof(c->path), fmt, ap);
-    va_end(ap);
-    snprintf(c->body, sizeof(c->body), "%s", body ? body : "");
-    atomic_init(&c->done, false);
-    assert_int_equal(pthread_create(&c->th, NULL, call_main, c), 0);
-}
+#define call_start(c, f, method, body, ...) \
+    assert_int_equal(e2e_call_start((c), &(f)->srv, (method), (body), __VA_ARGS__), 0)
 
 /* Joins 'c' and checks its status (printing the answer otherwise). */
 static void call_join(Call *c, long status) {
-    pthread_join(c->th, NULL);
+    e2e_call_join(c);
     if (c->status != status) {
         char *dump = c->json ? json_dumps(c->json, 0) : NULL;
         fprintf(stderr, "%s %s: %ld %s\n", c->method, c->path, c->status, dump ? dump : "");

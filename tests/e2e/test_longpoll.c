@@ -34,47 +34,14 @@ static void produce(E2eCase *f, const char *topic, const char *body) {
 
 /* ---- a poll on its own thread ----------------------------------------------*/
 
-typedef struct Poll {
-    const E2eServer *srv;
-    char path[256];
-    int64_t start_ms;   /* just before the request was sent */
-    int64_t end_ms;     /* when the answer had arrived */
-    long status;        /* HTTP status, 0 when the transfer failed */
-    json_t *body;       /* the answer (owned) */
-    atomic_bool done;   /* the answer arrived */
-    pthread_t th;
-} Poll;
+typedef E2eCall Poll;
 
-static void *poll_main(void *arg) {
-    Poll *p = arg;
-    E2eResponse r;
-    p->start_ms = e2e_now_ms();
-    int rc = e2e_get(p->srv, p->path, &r);
-    p->end_ms = e2e_now_ms();
-    p->status = rc == 0 ? r.status : 0;
-    p->body = rc == 0 && r.len ? json_loadb(r.body, r.len, 0, NULL) : NULL;
-    if (rc == 0) e2e_response_free(&r);
-    atomic_store(&p->done, true);
-    return NULL;
-}
-
-static void poll_start(Poll *p, const E2eCase *f, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void poll_start(Poll *p, const E2eCase *f, const char *fmt, ...) {
-    memset(p, 0, sizeof(*p));
-    p->srv = &f->srv;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->path, sizeof(p->path), fmt, ap);
-    va_end(ap);
-    atomic_init(&p->done, false);
-    p->start_ms = e2e_now_ms();
-    assert_int_equal(pthread_create(&p->th, NULL, poll_main, p), 0);
-}
+/* A GET of the path printed from the format on its own thread. */
+#define poll_start(p, f, ...) \
+    assert_int_equal(e2e_call_start((p), &(f)->srv, "GET", NULL, __VA_ARGS__), 0)
 
 static void poll_join(Poll *p) {
-    pthread_join(p->th, NULL);
+    e2e_call_join(p);
 }
 
 /* ---- cases -------------------------------------------------------------------*/
@@ -91,17 +58,17 @@ static void test_long_poll_returns_found_soon_after_a_produce(void **state) {
     produce(f, "Lp", "{\"body\":\"wake\",\"queueId\":1}");
     poll_join(&p);
     assert_int_equal(p.status, 200);
-    assert_non_null(p.body);
-    assert_string_equal(e2e_str(p.body, "status"), "FOUND");
-    assert_int_equal(e2e_num(p.body, "nextOffset"), 1);
-    assert_int_equal(e2e_num(p.body, "maxOffset"), 1);
-    json_t *msgs = json_object_get(p.body, "messages");
+    assert_non_null(p.json);
+    assert_string_equal(e2e_str(p.json, "status"), "FOUND");
+    assert_int_equal(e2e_num(p.json, "nextOffset"), 1);
+    assert_int_equal(e2e_num(p.json, "maxOffset"), 1);
+    json_t *msgs = json_object_get(p.json, "messages");
     assert_int_equal(json_array_size(msgs), 1);
     assert_string_equal(e2e_str(json_array_get(msgs, 0), "body"), "wake");
     assert_true(p.end_ms >= sent);
     /* answered by the arrival, well before the 5 s deadline */
     assert_true(p.end_ms - p.start_ms < 4000);
-    json_decref(p.body);
+    json_decref(p.json);
 }
 
 static void test_long_poll_on_an_empty_queue_times_out_with_no_new_msg(void **state) {
@@ -182,16 +149,16 @@ static void test_long_poll_with_tag_filter_ignores_other_tags(void **state) {
     produce(f, "Tg", "{\"body\":\"b\",\"tags\":\"TagB\"}");
     poll_join(&p);
     assert_int_equal(p.status, 200);
-    assert_string_equal(e2e_str(p.body, "status"), "FOUND");
-    json_t *msgs = json_object_get(p.body, "messages");
+    assert_string_equal(e2e_str(p.json, "status"), "FOUND");
+    json_t *msgs = json_object_get(p.json, "messages");
     assert_int_equal(json_array_size(msgs), 1);
     assert_string_equal(e2e_str(json_array_get(msgs, 0), "body"), "b");
     assert_string_equal(e2e_str(json_array_get(msgs, 0), "tags"), "TagB");
     assert_int_equal(e2e_num(json_array_get(msgs, 0), "queueOffset"), 1);
-    assert_int_equal(e2e_num(p.body, "nextOffset"), 2);
+    assert_int_equal(e2e_num(p.json, "nextOffset"), 2);
     assert_true(p.end_ms >= sent);
     assert_true(p.end_ms - p.start_ms < 4000);
-    json_decref(p.body);
+    json_decref(p.json);
 
     /* only non-matching arrivals: NO_NEW_MSG at the deadline, past them */
     poll_start(&p, f, "/v1/topics/Tg/queues/0/messages?offset=2&tags=TagB&waitMs=600");
@@ -199,11 +166,11 @@ static void test_long_poll_with_tag_filter_ignores_other_tags(void **state) {
     produce(f, "Tg", "{\"body\":\"c\",\"tags\":\"TagA\"}");
     poll_join(&p);
     assert_int_equal(p.status, 200);
-    assert_string_equal(e2e_str(p.body, "status"), "NO_NEW_MSG");
-    assert_int_equal(json_array_size(json_object_get(p.body, "messages")), 0);
+    assert_string_equal(e2e_str(p.json, "status"), "NO_NEW_MSG");
+    assert_int_equal(json_array_size(json_object_get(p.json, "messages")), 0);
     assert_true(p.end_ms - p.start_ms >= 600);
-    assert_int_equal(e2e_num(p.body, "nextOffset"), 3); /* past the skipped TagA entry */
-    json_decref(p.body);
+    assert_int_equal(e2e_num(p.json, "nextOffset"), 3); /* past the skipped TagA entry */
+    json_decref(p.json);
 }
 
 static void test_long_poll_offset_overflow_answers_at_once(void **state) {
@@ -238,13 +205,13 @@ static void test_many_long_polls_all_wake_on_one_produce(void **state) {
         Poll *p = &ps[i];
         if (p->status != 200) fprintf(stderr, "poll %d: status %ld\n", i, p->status);
         assert_int_equal(p->status, 200);
-        assert_string_equal(e2e_str(p->body, "status"), "FOUND");
-        json_t *msgs = json_object_get(p->body, "messages");
+        assert_string_equal(e2e_str(p->json, "status"), "FOUND");
+        json_t *msgs = json_object_get(p->json, "messages");
         assert_int_equal(json_array_size(msgs), 1);
         assert_string_equal(e2e_str(json_array_get(msgs, 0), "body"), "all");
         assert_true(p->end_ms >= sent);
         assert_true(p->end_ms - p->start_ms < 7000); /* before the deadline */
-        json_decref(p->body);
+        json_decref(p->json);
     }
     free(ps);
 }
@@ -269,10 +236,10 @@ static void test_sigterm_answers_held_polls_and_exits_promptly(void **state) {
     for (int i = 0; i < HELD; i++) poll_join(&ps[i]);
     for (int i = 0; i < HELD; i++) {
         assert_int_equal(ps[i].status, 200);
-        assert_string_equal(e2e_str(ps[i].body, "status"), "NO_NEW_MSG");
+        assert_string_equal(e2e_str(ps[i].json, "status"), "NO_NEW_MSG");
         /* answered by the shutdown, not by the 30 s deadline (curl gives up at 10 s) */
         assert_true(ps[i].end_ms - ps[i].start_ms < 9000);
-        json_decref(ps[i].body);
+        json_decref(ps[i].json);
     }
     /* prompt: well inside gw_stop's bound for suspended requests */
     assert_true(stop_ms < 5000);

@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -430,6 +431,39 @@ int e2e_send(const E2eServer *s, const char *method, const char *path, const cha
                       .body_len = body ? strlen(body) : 0,
                       .content_type = content_type};
     return e2e_http(s, &req, out);
+}
+
+static void *call_main(void *arg) {
+    E2eCall *c = arg;
+    E2eResponse r;
+    c->start_ms = e2e_now_ms();
+    int rc = e2e_send(c->srv, c->method, c->path, c->body[0] ? E2E_JSON : NULL,
+                      c->body[0] ? c->body : NULL, &r);
+    c->end_ms = e2e_now_ms();
+    c->status = rc == 0 ? r.status : 0;
+    c->json = rc == 0 && r.len ? json_loadb(r.body, r.len, 0, NULL) : NULL;
+    if (rc == 0) e2e_response_free(&r);
+    atomic_store(&c->done, true);
+    return NULL;
+}
+
+int e2e_call_start(E2eCall *c, const E2eServer *s, const char *method, const char *body,
+                   const char *fmt, ...) {
+    memset(c, 0, sizeof(*c));
+    c->srv = s;
+    c->method = method;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->path, sizeof(c->path), fmt, ap);
+    va_end(ap);
+    snprintf(c->body, sizeof(c->body), "%s", body ? body : "");
+    atomic_init(&c->done, false);
+    c->start_ms = e2e_now_ms();
+    return pthread_create(&c->th, NULL, call_main, c);
+}
+
+void e2e_call_join(E2eCall *c) {
+    pthread_join(c->th, NULL);
 }
 
 const char *e2e_header(const E2eResponse *r, const char *name, char *buf, size_t cap) {

@@ -13,6 +13,8 @@
 #define PETREL_E2E_H
 
 #include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -91,6 +93,29 @@ int e2e_get(const E2eServer *s, const char *path, E2eResponse *out);
  * and the NUL-terminated 'body' (NULL: no body). */
 int e2e_send(const E2eServer *s, const char *method, const char *path, const char *content_type,
              const char *body, E2eResponse *out);
+
+/* A request running on its own thread (long polls, requests a test wants
+ * to see suspended): start it, watch 'done', join it. */
+typedef struct E2eCall {
+    const E2eServer *srv;
+    const char *method;
+    char path[256];
+    char body[256];     /* JSON body, "" = none */
+    long long start_ms; /* e2e_now_ms() just before the request was sent */
+    long long end_ms;   /* when the answer had arrived */
+    long status;        /* HTTP status, 0 when the transfer failed */
+    json_t *json;       /* the answer's body (owned), NULL when empty */
+    atomic_bool done;   /* the answer arrived */
+    pthread_t th;
+} E2eCall;
+
+/* e2e_call_start sends 'method' to the path printed from 'fmt' with the
+ * JSON 'body' (NULL: none) on a new thread.  Returns pthread_create's. */
+int e2e_call_start(E2eCall *c, const E2eServer *s, const char *method, const char *body,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* e2e_call_join waits for the answer; c->json stays the caller's. */
+void e2e_call_join(E2eCall *c);
 
 /* e2e_header copies the value of header 'name' (case-insensitive) of 'r'
  * into 'buf'; returns 'buf', or NULL when absent. */
