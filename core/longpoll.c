@@ -30,6 +30,7 @@ struct LpRegistry {
     size_t heap_len;              /* waiters in the heap (= registered) */
     size_t heap_cap;              /* slots allocated */
     atomic_size_t n_waiting;      /* = heap_len; read without the mutex by lp_arrival */
+    size_t n_any;                 /* waiters registered for LP_ANY_QUEUE */
     bool stopping;                /* lp_wake_all ran: lp_add refuses */
     bool closing;                 /* lp_close ran: the timer thread exits */
     bool has_timer;               /* the timer thread was started */
@@ -108,6 +109,7 @@ static void unlink_waiter(LpRegistry *reg, LpWaiter *w) {
     if (w->next) w->next->prev = w->prev;
     w->next = w->prev = NULL;
     heap_remove(reg, w);
+    if (w->queue_id == LP_ANY_QUEUE) reg->n_any--;
     w->state = LP_W_IDLE;
     atomic_store(&reg->n_waiting, reg->heap_len);
 }
@@ -245,6 +247,7 @@ int lp_add(LpRegistry *reg, LpWaiter *w, MqSlice topic, uint32_t queue_id, uint6
     w->fire = fire;
     w->arg = arg;
     w->state = LP_W_WAITING;
+    if (queue_id == LP_ANY_QUEUE) reg->n_any++;
     LpWaiter **head = bucket_of(reg, w->hash);
     w->prev = NULL;
     w->next = *head;
@@ -270,14 +273,12 @@ bool lp_cancel(LpRegistry *reg, LpWaiter *w) {
     return was;
 }
 
-size_t lp_arrival(LpRegistry *reg, MqSlice topic, uint32_t queue_id, uint64_t max_off) {
-    /* The dispatcher published the queue's new entries before this call;
-     * see lp_add for the pairing fence. */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&reg->n_waiting, memory_order_relaxed) == 0) return 0;
+/* Fires the waiters of ('topic', 'queue_id') whose offset is below
+ * 'max_off'.  Mutex held. */
+static size_t arrival_locked(LpRegistry *reg, MqSlice topic, uint32_t queue_id,
+                             uint64_t max_off) {
     uint64_t hash = queue_hash(topic, queue_id);
     size_t n = 0;
-    pthread_mutex_lock(&reg->mu);
     LpWaiter *w = *bucket_of(reg, hash);
     while (w) {
         LpWaiter *next = w->next; /* 'w' is gone once fired */
@@ -288,6 +289,18 @@ size_t lp_arrival(LpRegistry *reg, MqSlice topic, uint32_t queue_id, uint64_t ma
         }
         w = next;
     }
+    return n;
+}
+
+size_t lp_arrival(LpRegistry *reg, MqSlice topic, uint32_t queue_id, uint64_t max_off) {
+    /* The dispatcher published the queue's new entries before this call;
+     * see lp_add for the pairing fence. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&reg->n_waiting, memory_order_relaxed) == 0) return 0;
+    pthread_mutex_lock(&reg->mu);
+    size_t n = arrival_locked(reg, topic, queue_id, max_off);
+    if (reg->n_any > 0 && queue_id != LP_ANY_QUEUE)
+        n += arrival_locked(reg, topic, LP_ANY_QUEUE, UINT64_MAX);
     pthread_mutex_unlock(&reg->mu);
     return n;
 }

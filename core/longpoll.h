@@ -22,6 +22,11 @@
 
 #define LP_TOPIC_MAX 255 /* longest topic name a waiter holds, bytes */
 
+/* A waiter added with this queue id waits for the whole topic: any
+ * arrival on any of its queues fires it, whatever its 'queue_off' (the
+ * receive path of a consumer group waits this way, core/pop.h). */
+#define LP_ANY_QUEUE UINT32_MAX
+
 /* Why a waiter fired. */
 typedef enum LpReason {
     LP_ARRIVAL = 1,  /* its queue grew past its offset */
@@ -91,9 +96,11 @@ int lp_add(LpRegistry *reg, LpWaiter *w, MqSlice topic, uint32_t queue_id, uint6
 bool lp_cancel(LpRegistry *reg, LpWaiter *w);
 
 /* lp_arrival fires the waiters of ('topic', 'queue_id') whose offset is
- * below 'max_off' and returns how many.  Costs one atomic load and a
- * fence when nothing waits anywhere, else a hash lookup under the
- * registry mutex.  Called by the store's dispatcher per record; never
+ * below 'max_off', and every LP_ANY_QUEUE waiter of 'topic', and returns
+ * how many.  Costs one atomic load and a fence when nothing waits
+ * anywhere, else one hash lookup (two while topic waiters exist) under
+ * the registry mutex.  Core modules also call it to wake waiters when
+ * something other than an append makes messages deliverable.  Called by the store's dispatcher per record; never
  * blocks on anything but the registry mutex. */
 size_t lp_arrival(LpRegistry *reg, MqSlice topic, uint32_t queue_id, uint64_t max_off);
 

@@ -45,6 +45,11 @@ enum {
     ST_OFF_LOAD,
     ST_KV_PUT,
     ST_KV_GET,
+    ST_POP_PUT,
+    ST_POP_DEL,
+    ST_POP_DEL_TOPIC,
+    ST_POP_DEL_GROUP,
+    ST_POP_LOAD,
     ST_COUNT
 };
 
@@ -83,7 +88,31 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_KV_PUT] = "INSERT INTO kv(key, value) VALUES(?1, ?2)"
                   " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
     [ST_KV_GET] = "SELECT value FROM kv WHERE key = ?1",
+    [ST_POP_PUT] = "INSERT INTO pop_state(grp, topic, retry, qid, ack_off, next_off, journal_off,"
+                   " entries) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                   " ON CONFLICT(grp, topic, retry, qid) DO UPDATE SET ack_off = excluded.ack_off,"
+                   " next_off = excluded.next_off, journal_off = excluded.journal_off,"
+                   " entries = excluded.entries",
+    [ST_POP_DEL] = "DELETE FROM pop_state WHERE grp = ?1 AND topic = ?2 AND retry = ?3 AND qid = ?4",
+    [ST_POP_DEL_TOPIC] = "DELETE FROM pop_state WHERE topic = ?1",
+    [ST_POP_DEL_GROUP] = "DELETE FROM pop_state WHERE grp = ?1",
+    [ST_POP_LOAD] = "SELECT grp, topic, retry, qid, ack_off, next_off, journal_off, entries"
+                    " FROM pop_state",
 };
+
+/* Schema 2 added pop_state; a version-1 database gets it at open. */
+#define POP_STATE_SQL                                                                \
+    "CREATE TABLE pop_state (\n"                                                     \
+    "    grp         TEXT NOT NULL,\n"                                               \
+    "    topic       TEXT NOT NULL,\n"                                               \
+    "    retry       INTEGER NOT NULL CHECK (retry IN (0, 1)),\n"                    \
+    "    qid         INTEGER NOT NULL CHECK (qid BETWEEN 0 AND 4294967295),\n"       \
+    "    ack_off     INTEGER NOT NULL CHECK (ack_off >= 0),\n"                       \
+    "    next_off    INTEGER NOT NULL CHECK (next_off >= ack_off),\n"                \
+    "    journal_off INTEGER NOT NULL,\n"                                            \
+    "    entries     BLOB NOT NULL,\n"                                               \
+    "    PRIMARY KEY (grp, topic, retry, qid)\n"                                     \
+    ") WITHOUT ROWID;\n"
 
 /* The schema of META_SCHEMA_VERSION, created in one transaction together
  * with its meta_info rows.  Keep in step with FORMAT.md "meta.db". */
@@ -121,7 +150,7 @@ static const char schema_sql[] =
     "CREATE TABLE kv (\n"
     "    key   TEXT PRIMARY KEY,\n"
     "    value TEXT NOT NULL\n"
-    ") WITHOUT ROWID;\n";
+    ") WITHOUT ROWID;\n" POP_STATE_SQL;
 
 /* ---- state ---------------------------------------------------------------*/
 
@@ -410,7 +439,7 @@ static int exec_sql(Meta *m, const char *sql, const char *what) {
 
 /* schema_read_version checks the existing meta_info: MQ_OK when its
  * schema_version is one this build reads, else MQ_ERR_CORRUPT. */
-static int schema_read_version(Meta *m) {
+static int schema_read_version(Meta *m, long *version) {
     sqlite3_stmt *st = NULL;
     const char *sql = "SELECT value FROM meta_info WHERE key = 'schema_version'";
     if (sqlite3_prepare_v2(m->db, sql, -1, &st, NULL) != SQLITE_OK)
@@ -425,6 +454,7 @@ static int schema_read_version(Meta *m) {
                      text ? text : "", m->path, META_SCHEMA_VERSION);
             err = MQ_ERR_CORRUPT;
         }
+        *version = v;
     } else if (rc == SQLITE_DONE) {
         MQ_ERROR("no schema version in '%s'", m->path);
         err = MQ_ERR_CORRUPT;
@@ -446,6 +476,16 @@ static int schema_create(Meta *m) {
              " ('created_ms', '%lld')",
              META_SCHEMA_VERSION, (long long)mq_now_ms());
     return exec_sql(m, sql, "cannot create the schema in");
+}
+
+/* schema_upgrade_to_2 adds pop_state to a version-1 database.  Caller is
+ * inside a write transaction. */
+static int schema_upgrade_to_2(Meta *m) {
+    int rc = exec_sql(m, "DROP TABLE IF EXISTS pop_state;" POP_STATE_SQL,
+                      "cannot upgrade the schema of");
+    if (rc != MQ_OK) return rc;
+    return exec_sql(m, "UPDATE meta_info SET value = '2' WHERE key = 'schema_version'",
+                    "cannot upgrade the schema of");
 }
 
 /* schema_open creates the schema in an empty database or checks the one
@@ -476,7 +516,9 @@ static int schema_open(Meta *m) {
     if (rc != MQ_OK) goto err_rollback;
 
     if (has_info) {
-        rc = schema_read_version(m);
+        long version = 0;
+        rc = schema_read_version(m, &version);
+        if (rc == MQ_OK && version < 2) rc = schema_upgrade_to_2(m);
     } else if (others == 0) {
         rc = schema_create(m);
     } else {
@@ -715,6 +757,13 @@ static int del_with_offsets(Meta *m, int del, int del_off, bool by_topic, const 
         goto err_rollback;
     }
     rc = step_done(m, st_off, what, name);
+    if (rc != MQ_OK) goto err_rollback;
+    sqlite3_stmt *st_pop = m->st[by_topic ? ST_POP_DEL_TOPIC : ST_POP_DEL_GROUP];
+    if (bind_text(st_pop, 1, name, -1)) {
+        rc = db_fail(m, what, name);
+        goto err_rollback;
+    }
+    rc = step_done(m, st_pop, what, name);
     if (rc != MQ_OK) goto err_rollback;
     rc = tx_commit(m);
     if (rc != MQ_OK) goto err_rollback;
@@ -1080,6 +1129,98 @@ int meta_kv_get(Meta *m, const char *key, char *buf, size_t cap) {
     } else {
         rc = db_fail(m, "cannot read setting", key);
     }
+    sqlite3_reset(st);
+    pthread_mutex_unlock(&m->db_mu);
+    return rc;
+}
+
+/* ---- receive state (pop) -------------------------------------------------*/
+
+/* pop_write upserts or deletes one row.  Caller holds db_mu inside a
+ * transaction. */
+static int pop_write(Meta *m, const MetaPopRow *r) {
+    sqlite3_stmt *st = m->st[r->drop ? ST_POP_DEL : ST_POP_PUT];
+    if (bind_text(st, 1, r->group, -1) || bind_text(st, 2, r->topic, -1) ||
+        bind_i64(st, 3, r->retry ? 1 : 0) || bind_i64(st, 4, r->queue_id))
+        return db_fail(m, "cannot write receive state to", m->path);
+    if (!r->drop) {
+        if (r->ack_off > INT64_MAX || r->next_off > INT64_MAX || r->entries_len > INT_MAX ||
+            bind_i64(st, 5, (int64_t)r->ack_off) || bind_i64(st, 6, (int64_t)r->next_off) ||
+            bind_i64(st, 7, r->journal_off) ||
+            sqlite3_bind_blob(st, 8, r->entries ? (const void *)r->entries : (const void *)"",
+                              (int)r->entries_len, SQLITE_STATIC) != SQLITE_OK) {
+            sqlite3_reset(st);
+            return db_fail(m, "cannot write receive state to", m->path);
+        }
+    }
+    return step_done(m, st, "cannot write receive state to", m->path);
+}
+
+int meta_pop_save(Meta *m, const MetaPopRow *rows, size_t n, int64_t replay_from) {
+    if (!m || (n && !rows)) return MQ_ERR_INVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!name_ok(rows[i].group) || !rows[i].topic || !*rows[i].topic) return MQ_ERR_INVAL;
+    char value[24];
+    snprintf(value, sizeof(value), "%lld", (long long)replay_from);
+    pthread_mutex_lock(&m->db_mu);
+    int rc = tx_begin(m);
+    for (size_t i = 0; rc == MQ_OK && i < n; i++) rc = pop_write(m, &rows[i]);
+    if (rc == MQ_OK) {
+        sqlite3_stmt *st = m->st[ST_KV_PUT];
+        if (bind_text(st, 1, META_POP_REPLAY_KEY, -1) || bind_text(st, 2, value, -1))
+            rc = db_fail(m, "cannot write receive state to", m->path);
+        else
+            rc = step_done(m, st, "cannot write receive state to", m->path);
+    }
+    if (rc == MQ_OK) rc = tx_commit(m);
+    if (rc != MQ_OK) tx_rollback(m);
+    pthread_mutex_unlock(&m->db_mu);
+    return rc;
+}
+
+int meta_pop_load(Meta *m, int (*fn)(void *arg, const MetaPopRow *row), void *arg,
+                  int64_t *replay_from) {
+    if (!m || !fn || !replay_from) return MQ_ERR_INVAL;
+    char value[24];
+    int rc = meta_kv_get(m, META_POP_REPLAY_KEY, value, sizeof(value));
+    if (rc == MQ_ERR_NOTFOUND) {
+        *replay_from = -1;
+    } else if (rc != MQ_OK) {
+        return rc;
+    } else {
+        char *end = NULL;
+        long long ll = strtoll(value, &end, 10);
+        if (!end || *end || ll < -1) {
+            MQ_ERROR("bad %s '%s' in '%s'", META_POP_REPLAY_KEY, value, m->path);
+            return MQ_ERR_CORRUPT;
+        }
+        *replay_from = ll;
+    }
+    pthread_mutex_lock(&m->db_mu);
+    sqlite3_stmt *st = m->st[ST_POP_LOAD];
+    int step;
+    rc = MQ_OK;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        char group[META_NAME_MAX + 1];
+        char topic[META_NAME_MAX + 1];
+        copy_name(group, st, 0);
+        copy_name(topic, st, 1);
+        MetaPopRow r = {
+            .group = group,
+            .topic = topic,
+            .retry = sqlite3_column_int64(st, 2) != 0,
+            .queue_id = (uint32_t)sqlite3_column_int64(st, 3),
+            .ack_off = (uint64_t)sqlite3_column_int64(st, 4),
+            .next_off = (uint64_t)sqlite3_column_int64(st, 5),
+            .journal_off = sqlite3_column_int64(st, 6),
+            .entries = sqlite3_column_blob(st, 7),
+            .entries_len = (size_t)sqlite3_column_bytes(st, 7),
+        };
+        /* The callback must not call meta (db_mu is held). */
+        rc = fn(arg, &r);
+        if (rc != MQ_OK) break;
+    }
+    if (rc == MQ_OK && step != SQLITE_DONE) rc = db_fail(m, "cannot read receive state of", m->path);
     sqlite3_reset(st);
     pthread_mutex_unlock(&m->db_mu);
     return rc;

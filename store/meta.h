@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define META_NAME_MAX 255   /* longest topic/group name stored, bytes */
-#define META_SCHEMA_VERSION 1
+#define META_SCHEMA_VERSION 2 /* 2 added pop_state; 1 is upgraded at open */
 
 /* Permission bits, RocketMQ's values. */
 enum { META_PERM_WRITE = 2, META_PERM_READ = 4 };
@@ -93,5 +93,38 @@ int meta_offsets_flush(Meta *m);
  * MQ_ERR_NOTFOUND if absent. */
 int meta_kv_put(Meta *m, const char *key, const char *value);
 int meta_kv_get(Meta *m, const char *key, char *buf, size_t cap);
+
+/* ---- receive state -------------------------------------------------------
+ * Snapshots of the receive/ack state of each (group, topic, source queue)
+ * (core/pop.h), written in batches by its keeper thread; the rows between
+ * two snapshots are rebuilt from the pop journal, replayed from the
+ * position saved with the batch.  Meta does not look inside 'entries'. */
+#define META_POP_REPLAY_KEY "pop_replay_from" /* kv key of the replay position */
+
+typedef struct MetaPopRow {
+    const char *group;      /* borrowed */
+    const char *topic;      /* the subscribed topic */
+    bool retry;             /* the source is the group's retry topic */
+    uint32_t queue_id;
+    uint64_t ack_off;       /* everything below is done */
+    uint64_t next_off;      /* next offset never handed out */
+    int64_t journal_off;    /* last journal record reflected, -1 none */
+    const uint8_t *entries; /* pop.c's entry blob (FORMAT.md "pop_state") */
+    size_t entries_len;
+    bool drop;              /* save: delete the row instead */
+} MetaPopRow;
+
+/* meta_pop_save writes 'n' rows (upserted, or deleted when 'drop') and the
+ * replay position 'replay_from' in one transaction.  MQ_OK, MQ_ERR_INVAL,
+ * MQ_ERR_DB (nothing written). */
+int meta_pop_save(Meta *m, const MetaPopRow *rows, size_t n, int64_t replay_from);
+
+/* meta_pop_load calls 'fn' for each saved row (borrowed for the call; 'fn'
+ * must not call meta_) and gives the saved replay position, -1 when none
+ * was ever saved.  Stops at the first non-MQ_OK from 'fn' and returns it.
+ * Topic and group deletes drop their rows (meta_topic_delete,
+ * meta_group_delete). */
+int meta_pop_load(Meta *m, int (*fn)(void *arg, const MetaPopRow *row), void *arg,
+                  int64_t *replay_from);
 
 #endif

@@ -119,6 +119,31 @@ static void test_lp_arrival_fires_every_waiter_of_the_queue(void **state) {
     free(ps);
 }
 
+static void test_lp_topic_waiter_fires_on_any_queue_of_its_topic_only(void **state) {
+    (void)state;
+    LpRegistry *reg = open_reg(false);
+    Probe any, other_topic, cancelled;
+    probe_init(&any);
+    probe_init(&other_topic);
+    probe_init(&cancelled);
+    add(reg, &any, S("Orders"), LP_ANY_QUEUE, 0, FAR);
+    add(reg, &other_topic, S("Payments"), LP_ANY_QUEUE, 0, FAR);
+    add(reg, &cancelled, S("Orders"), LP_ANY_QUEUE, 0, FAR);
+    assert_true(lp_cancel(reg, &cancelled.w));
+    /* an arrival on queue 6 of Orders fires the Orders topic waiter */
+    assert_int_equal(lp_arrival(reg, S("Orders"), 6, 1), 1);
+    assert_int_equal(atomic_load(&any.fired), 1);
+    assert_int_equal(atomic_load(&any.reason), LP_ARRIVAL);
+    assert_int_equal(atomic_load(&other_topic.fired), 0);
+    assert_int_equal(atomic_load(&cancelled.fired), 0);
+    /* fired once: a second arrival finds only the Payments waiter's topic */
+    assert_int_equal(lp_arrival(reg, S("Orders"), 0, 2), 0);
+    assert_int_equal(lp_arrival(reg, S("Payments"), 3, 1), 1);
+    assert_int_equal(atomic_load(&other_topic.fired), 1);
+    assert_int_equal(lp_count(reg), 0);
+    lp_close(reg);
+}
+
 /* ---- deadlines -----------------------------------------------------------*/
 
 static void test_lp_expire_fires_due_waiters_once_in_deadline_order(void **state) {
@@ -338,6 +363,7 @@ int main(void) {
         cmocka_unit_test(test_lp_arrival_fires_only_waiters_below_max_of_that_queue),
         cmocka_unit_test(test_lp_arrival_with_nothing_waiting_fires_nothing),
         cmocka_unit_test(test_lp_arrival_fires_every_waiter_of_the_queue),
+        cmocka_unit_test(test_lp_topic_waiter_fires_on_any_queue_of_its_topic_only),
         cmocka_unit_test(test_lp_expire_fires_due_waiters_once_in_deadline_order),
         cmocka_unit_test(test_lp_timer_thread_fires_at_the_deadline_once),
         cmocka_unit_test(test_lp_cancel_before_fire_prevents_it),

@@ -156,7 +156,7 @@ static void test_meta_open_creates_versioned_wal_database(void **state) {
 static void test_meta_newer_or_unknown_schema_version_is_corrupt(void **state) {
     Fixture *f = *state;
     meta_close(open_ok(f->path, 0));
-    static const char *const bad[] = {"2", "abc", "", "-1", "0", "1x"};
+    static const char *const bad[] = {"3", "abc", "", "-1", "0", "1x"};
     int saved = mq_log_level;
     mq_log_level = -1; /* the failures below are expected */
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -172,8 +172,65 @@ static void test_meta_newer_or_unknown_schema_version_is_corrupt(void **state) {
     Meta *m = NULL;
     assert_int_equal(meta_open(f->path, 0, &m), MQ_ERR_CORRUPT);
     mq_log_level = saved;
-    probe_exec(f->path, "INSERT INTO meta_info VALUES('schema_version', '1')");
+    probe_exec(f->path, "INSERT INTO meta_info VALUES('schema_version', '2')");
     meta_close(open_ok(f->path, 0));
+}
+
+static int collect_pop(void *arg, const MetaPopRow *r) {
+    int *seen = arg;
+    assert_string_equal(r->group, "g1");
+    assert_string_equal(r->topic, "Orders");
+    assert_true(r->retry);
+    assert_int_equal(r->queue_id, 3);
+    assert_int_equal(r->ack_off, 10);
+    assert_int_equal(r->next_off, 14);
+    assert_int_equal(r->journal_off, 99);
+    assert_int_equal(r->entries_len, 3);
+    assert_memory_equal(r->entries, "abc", 3);
+    (*seen)++;
+    return MQ_OK;
+}
+
+static void test_meta_version_1_database_gets_pop_state_and_keeps_rows(void **state) {
+    Fixture *f = *state;
+    Meta *m = open_ok(f->path, 0);
+    MetaTopic t = {.read_queues = 1, .write_queues = 1, .perm = 6};
+    strcpy(t.name, "Orders");
+    assert_int_equal(meta_topic_put(m, &t), MQ_OK);
+    meta_close(m);
+    /* what a version-1 broker left behind */
+    probe_exec(f->path, "DROP TABLE pop_state");
+    probe_exec(f->path, "UPDATE meta_info SET value = '1' WHERE key = 'schema_version'");
+    m = open_ok(f->path, 0);
+    MetaTopic got;
+    assert_int_equal(meta_topic_get(m, "Orders", &got), MQ_OK);
+    int64_t replay = 0;
+    int seen = 0;
+    assert_int_equal(meta_pop_load(m, collect_pop, &seen, &replay), MQ_OK);
+    assert_int_equal(seen, 0);
+    assert_int_equal(replay, -1);
+    MetaPopRow row = {.group = "g1", .topic = "Orders", .retry = true, .queue_id = 3,
+                      .ack_off = 10, .next_off = 14, .journal_off = 99,
+                      .entries = (const uint8_t *)"abc", .entries_len = 3};
+    assert_int_equal(meta_pop_save(m, &row, 1, 1234), MQ_OK);
+    meta_close(m);
+    m = open_ok(f->path, 0);
+    assert_int_equal(meta_pop_load(m, collect_pop, &seen, &replay), MQ_OK);
+    assert_int_equal(seen, 1);
+    assert_int_equal(replay, 1234);
+    /* a drop row deletes; so does deleting the topic */
+    row.drop = true;
+    assert_int_equal(meta_pop_save(m, &row, 1, 1300), MQ_OK);
+    seen = 0;
+    assert_int_equal(meta_pop_load(m, collect_pop, &seen, &replay), MQ_OK);
+    assert_int_equal(seen, 0);
+    row.drop = false;
+    assert_int_equal(meta_pop_save(m, &row, 1, 1400), MQ_OK);
+    assert_int_equal(meta_topic_delete(m, "Orders"), MQ_OK);
+    assert_int_equal(meta_pop_load(m, collect_pop, &seen, &replay), MQ_OK);
+    assert_int_equal(seen, 0);
+    assert_int_equal(replay, 1400);
+    meta_close(m);
 }
 
 static void test_meta_foreign_or_garbage_file_is_corrupt(void **state) {
@@ -715,6 +772,7 @@ int main(void) {
         CASE(test_meta_open_creates_versioned_wal_database),
         CASE(test_meta_newer_or_unknown_schema_version_is_corrupt),
         CASE(test_meta_foreign_or_garbage_file_is_corrupt),
+        CASE(test_meta_version_1_database_gets_pop_state_and_keeps_rows),
         CASE(test_meta_topic_put_get_and_replace_keeps_created_ms),
         CASE(test_meta_topic_list_in_name_order_and_stops_early),
         CASE(test_meta_topic_delete_and_missing_is_not_found),

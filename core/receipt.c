@@ -1,0 +1,143 @@
+/*
+ * receipt.c - receipt handle codec and its MAC (see receipt.h).  SipHash
+ * is written from its paper (Aumasson and Bernstein, 2012): a keyed PRF
+ * that is fast on short inputs, which is what a per-message MAC needs.
+ */
+#include "receipt.h"
+
+#include <string.h>
+
+#include "mq.h"
+
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+
+static uint64_t get_le64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static void put_le(uint8_t *p, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+typedef struct Sip {
+    uint64_t v0, v1, v2, v3;
+} Sip;
+
+static void sip_round(Sip *s) {
+    s->v0 += s->v1;
+    s->v1 = ROTL(s->v1, 13);
+    s->v1 ^= s->v0;
+    s->v0 = ROTL(s->v0, 32);
+    s->v2 += s->v3;
+    s->v3 = ROTL(s->v3, 16);
+    s->v3 ^= s->v2;
+    s->v0 += s->v3;
+    s->v3 = ROTL(s->v3, 21);
+    s->v3 ^= s->v0;
+    s->v2 += s->v1;
+    s->v1 = ROTL(s->v1, 17);
+    s->v1 ^= s->v2;
+    s->v2 = ROTL(s->v2, 32);
+}
+
+static void sip_block(Sip *s, uint64_t m) {
+    s->v3 ^= m;
+    sip_round(s);
+    sip_round(s);
+    s->v0 ^= m;
+}
+
+uint64_t receipt_siphash(const uint8_t key[RECEIPT_KEY_LEN], const void *p, size_t len) {
+    const uint8_t *in = p;
+    uint64_t k0 = get_le64(key);
+    uint64_t k1 = get_le64(key + 8);
+    Sip s = {k0 ^ 0x736f6d6570736575ull, k1 ^ 0x646f72616e646f6dull,
+             k0 ^ 0x6c7967656e657261ull, k1 ^ 0x7465646279746573ull};
+    size_t full = len & ~(size_t)7;
+    for (size_t i = 0; i < full; i += 8) sip_block(&s, get_le64(in + i));
+    uint64_t last = (uint64_t)(len & 0xff) << 56;
+    for (size_t i = 0; i < (len & 7); i++) last |= (uint64_t)in[full + i] << (8 * i);
+    sip_block(&s, last);
+    s.v2 ^= 0xff;
+    for (int i = 0; i < 4; i++) sip_round(&s);
+    return s.v0 ^ s.v1 ^ s.v2 ^ s.v3;
+}
+
+/* The MAC input: the 18 handle bytes, then group and topic, each after a
+ * one-byte length (names are at most 255 bytes; longer ones are cut, which
+ * only weakens the binding for names the broker never accepts). */
+static uint64_t mac_of(const uint8_t key[RECEIPT_KEY_LEN], const uint8_t head[18],
+                       const char *group, const char *topic) {
+    uint8_t buf[18 + 2 + 255 + 255];
+    size_t n = 0;
+    memcpy(buf, head, 18);
+    n = 18;
+    const char *names[2] = {group, topic};
+    for (int i = 0; i < 2; i++) {
+        size_t l = strlen(names[i]);
+        if (l > 255) l = 255;
+        buf[n++] = (uint8_t)l;
+        memcpy(buf + n, names[i], l);
+        n += l;
+    }
+    return receipt_siphash(key, buf, n);
+}
+
+static void pack_head(const Receipt *r, uint8_t head[18]) {
+    head[0] = RECEIPT_VERSION;
+    head[1] = r->retry ? 1 : 0;
+    put_le(head + 2, r->queue_id, 4);
+    put_le(head + 6, r->queue_off, 8);
+    put_le(head + 14, r->seq, 4);
+}
+
+void receipt_encode(const uint8_t key[RECEIPT_KEY_LEN], const char *group, const char *topic,
+                    const Receipt *r, char out[RECEIPT_LEN + 1]) {
+    static const char hex[] = "0123456789ABCDEF";
+    uint8_t b[RECEIPT_BYTES];
+    pack_head(r, b);
+    put_le(b + 18, mac_of(key, b, group, topic), 8);
+    for (size_t i = 0; i < RECEIPT_BYTES; i++) {
+        out[2 * i] = hex[b[i] >> 4];
+        out[2 * i + 1] = hex[b[i] & 15];
+    }
+    out[RECEIPT_LEN] = '\0';
+}
+
+static int hex_val(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+int receipt_decode(const uint8_t key[RECEIPT_KEY_LEN], const char *group, const char *topic,
+                   const char *s, size_t len, Receipt *out) {
+    if (!s || !group || !topic || !out || len != RECEIPT_LEN) return MQ_ERR_INVAL;
+    uint8_t b[RECEIPT_BYTES];
+    for (size_t i = 0; i < RECEIPT_BYTES; i++) {
+        int hi = hex_val(s[2 * i]);
+        int lo = hex_val(s[2 * i + 1]);
+        if (hi < 0 || lo < 0) return MQ_ERR_INVAL;
+        b[i] = (uint8_t)(hi << 4 | lo);
+    }
+    if (b[0] != RECEIPT_VERSION || (b[1] & ~1u) != 0) return MQ_ERR_INVAL;
+    if (get_le(b + 18, 8) != mac_of(key, b, group, topic)) return MQ_ERR_INVAL;
+    Receipt r = {
+        .retry = b[1] & 1,
+        .queue_id = (uint32_t)get_le(b + 2, 4),
+        .queue_off = get_le(b + 6, 8),
+        .seq = (uint32_t)get_le(b + 14, 4),
+    };
+    if (r.seq == 0) return MQ_ERR_INVAL;
+    *out = r;
+    return MQ_OK;
+}
