@@ -16,6 +16,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "delay.h"
 #include "mq.h"
 
 struct Broker {
@@ -27,6 +28,12 @@ struct Broker {
     LpRegistry *longpoll; /* waiting pulls; outlives the store's dispatcher */
     uint8_t store_host[8]; /* StoreConfig.store_host of the open store */
     IdemTable *idem;       /* Idempotency-Key answers */
+    GroupRegistry *groups;
+    MbTable *members;      /* live consumers and orderly locks */
+    FilterCache *filters;  /* compiled subscriptions */
+    PopEngine *pop;        /* receive/ack */
+    int64_t delay_levels[DELAY_LEVELS_MAX];
+    size_t n_delay_levels;
 };
 
 /* Takes an exclusive flock on '<data>/lock' so that two processes never
@@ -96,9 +103,45 @@ int broker_open(const Config *conf, Broker **out) {
         MQ_ERROR("cannot load topics from '%s': %s", path, mq_strerror(rc));
         goto err_close_meta;
     }
+    rc = group_registry_open(b->meta, &b->groups);
+    if (rc != MQ_OK) {
+        MQ_ERROR("cannot load groups from '%s': %s", path, mq_strerror(rc));
+        goto err_close_topics;
+    }
+    MbConfig mc = {.expire_ms = b->conf.client_channel_expired_ms,
+                   .lock_lease_ms = b->conf.rebalance_lock_max_live_ms};
+    rc = mb_open(&mc, &b->members);
+    if (rc == MQ_OK) rc = filter_cache_open(BROKER_FILTER_CACHE, &b->filters);
+    if (rc == MQ_OK)
+        rc = delay_levels_parse(b->conf.message_delay_level, b->delay_levels, DELAY_LEVELS_MAX,
+                                &b->n_delay_levels);
+    if (rc != MQ_OK) goto err_close_groups;
+    PopConfig pc = {
+        .store = b->store,
+        .meta = b->meta,
+        .topics = b->topics,
+        .groups = b->groups,
+        .longpoll = b->longpoll,
+        .delay_levels_ms = b->delay_levels,
+        .n_delay_levels = b->n_delay_levels,
+        .inflight_max = (uint32_t)b->conf.pop_inflight_threshold,
+        .revive_interval_ms = (uint32_t)b->conf.revive_interval_ms,
+        .snapshot_interval_ms = (uint32_t)b->conf.offset_flush_interval_ms,
+        .orderly_retry_delay_ms = b->conf.suspend_queue_ms,
+        .store_host = b->store_host,
+        .keeper = true,
+    };
+    rc = pop_open(&pc, &b->pop);
+    if (rc != MQ_OK) goto err_close_groups;
     *out = b;
     return MQ_OK;
 
+err_close_groups:
+    filter_cache_close(b->filters);
+    mb_close(b->members);
+    group_registry_close(b->groups);
+err_close_topics:
+    topic_registry_close(b->topics);
 err_close_meta:
     meta_close(b->meta);
 err_close_store:
@@ -116,6 +159,10 @@ err_free:
 
 void broker_close(Broker *b) {
     if (!b) return;
+    pop_close(b->pop);
+    filter_cache_close(b->filters);
+    mb_close(b->members);
+    group_registry_close(b->groups);
     topic_registry_close(b->topics);
     meta_close(b->meta);
     store_close(b->store);
@@ -123,6 +170,27 @@ void broker_close(Broker *b) {
     idem_close(b->idem);
     close(b->lock_fd);
     free(b);
+}
+
+GroupRegistry *broker_groups(Broker *b) {
+    return b->groups;
+}
+
+MbTable *broker_members(Broker *b) {
+    return b->members;
+}
+
+FilterCache *broker_filters(Broker *b) {
+    return b->filters;
+}
+
+PopEngine *broker_pop(Broker *b) {
+    return b->pop;
+}
+
+const int64_t *broker_delay_levels(const Broker *b, size_t *n) {
+    *n = b->n_delay_levels;
+    return b->delay_levels;
 }
 
 IdemTable *broker_idempotency(Broker *b) {

@@ -10,6 +10,10 @@
 #include <stdbool.h>
 
 #include "config.h"
+#include "filter.h"
+#include "group.h"
+#include "members.h"
+#include "pop.h"
 #include "idem.h"
 #include "longpoll.h"
 #include "meta.h"
@@ -29,7 +33,8 @@ typedef struct Broker Broker;
  * store_open / meta_open / topic_registry_open and are logged here. */
 int broker_open(const Config *conf, Broker **out);
 
-/* broker_close closes the topic registry, the metadata (flushing offsets), then the store
+/* broker_close closes the receive engine (saving its state), the filter
+ * cache, the member table, the group registry, the topic registry, the metadata (flushing offsets), then the store
  * (flush, checkpoint, abort file removed), then the long-polling registry
  * (waiters still registered fire with LP_STOPPING), unlocks the data
  * directory and frees.  NULL ok.  Call it
@@ -61,6 +66,18 @@ const uint8_t *broker_store_host(const Broker *b);
 /* broker_idempotency is the Idempotency-Key table of produce requests
  * (in memory; forgotten at restart).  Borrowed, valid until broker_close. */
 IdemTable *broker_idempotency(Broker *b);
+
+/* Consumer side, all borrowed and valid until broker_close, any thread:
+ * the subscription-group registry, the live consumers and orderly locks
+ * (in memory), the cache of compiled subscriptions, the receive/ack engine
+ * (its keeper thread runs from broker_open to broker_close) and the parsed
+ * messageDelayLevel. */
+#define BROKER_FILTER_CACHE 1024 /* distinct subscriptions kept compiled */
+GroupRegistry *broker_groups(Broker *b);
+MbTable *broker_members(Broker *b);
+FilterCache *broker_filters(Broker *b);
+PopEngine *broker_pop(Broker *b);
+const int64_t *broker_delay_levels(const Broker *b, size_t *n);
 
 /* A snapshot for /healthz and monitoring. */
 typedef struct BrokerHealth {

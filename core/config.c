@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "consumequeue.h"
+#include "delay.h"
 #include "mq.h"
 
 #define FIELD(f) offsetof(Config, f)
@@ -35,6 +36,7 @@
      .def = def_, .help = help_}
 
 static bool valid_delete_when(const char *s);
+static bool valid_delay_levels(const char *s);
 
 #define U32_MAX_ ((int64_t)UINT32_MAX)
 #define GIB ((int64_t)1 << 30)
@@ -89,7 +91,27 @@ static const ConfKey keys[] = {
     INT(default_topic_queue_nums, "defaultTopicQueueNums", 1, 1024, "8",
         "queues of a topic created without a count"),
     INT(offset_flush_interval_ms, "offsetFlushInterval", 0, U32_MAX_, "5000",
-        "consumer offsets are persisted in batches this often, ms (0 = at exit)"),
+        "consumer offsets and receive state are persisted in batches this often, ms "
+        "(0 = at exit)"),
+    BOOL(auto_create_group, "autoCreateSubscriptionGroup", "true",
+         "create unknown consumer groups on first receive, pull or heartbeat"),
+    {.name = "messageDelayLevel", .type = CONF_STRING, .offset = FIELD(message_delay_level),
+     .cap = sizeof(((Config *)0)->message_delay_level), .check = valid_delay_levels,
+     .expect = "durations like '1s 5s 10s 30s 1m' (units ms, s, m, h, d)",
+     .def = DELAY_DEFAULT_SPEC,
+     .help = "delay levels; retry n waits level 3+n (the retry ladder)"},
+    INT(client_channel_expired_ms, "clientChannelExpiredMs", 1, U32_MAX_, "120000",
+        "a consumer silent this long is dropped and its queues reassigned, ms"),
+    INT(rebalance_lock_max_live_ms, "rebalanceLockMaxLiveTime", 1, U32_MAX_, "60000",
+        "lease of an orderly queue lock, ms"),
+    INT(pop_inflight_threshold, "popInflightMessageThreshold", 1, 1000000, "10000",
+        "receive: most messages in flight per queue and group"),
+    INT(revive_interval_ms, "reviveInterval", 1, 60000, "200",
+        "receive: how often ended invisibility is noticed, ms"),
+    INT(suspend_queue_ms, "suspendCurrentQueueTimeMillis", 0, 43200000, "1000",
+        "orderly group: a nacked message is redelivered after this, ms"),
+    INT(sse_keepalive_ms, "sseKeepAliveInterval", 100, 3600000, "15000",
+        "stream: a comment line is sent this often when idle, ms"),
     INT(http_threads, "httpThreads", 1, 64, "2", "HTTP worker threads (epoll, one pool)"),
     INT(http_max_connections, "httpMaxConnections", 1, 65536, "4096",
         "concurrent HTTP connections; more wait in the listen backlog"),
@@ -194,6 +216,12 @@ static const char *choice_name(const char *choices, int idx, char *buf, size_t c
 }
 
 /* deleteWhen: one or more hours 0..23 separated by ';'. */
+static bool valid_delay_levels(const char *s) {
+    int64_t levels[DELAY_LEVELS_MAX];
+    size_t n = 0;
+    return delay_levels_parse(s, levels, DELAY_LEVELS_MAX, &n) == MQ_OK;
+}
+
 static bool valid_delete_when(const char *s) {
     for (;;) {
         int digits = 0;

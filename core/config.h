@@ -62,6 +62,14 @@ typedef struct Config {
     bool auto_create_topic;                /* autoCreateTopicEnable */
     int64_t default_topic_queue_nums;
     int64_t offset_flush_interval_ms;      /* offsetFlushInterval; 0 = only at close */
+    bool auto_create_group;                /* autoCreateSubscriptionGroup */
+    char message_delay_level[CONF_STR_MAX]; /* messageDelayLevel (delay.h) */
+    int64_t client_channel_expired_ms;     /* consumer heartbeat expiry */
+    int64_t rebalance_lock_max_live_ms;    /* orderly lock lease */
+    int64_t pop_inflight_threshold;        /* per queue and group */
+    int64_t revive_interval_ms;            /* receive keeper period */
+    int64_t suspend_queue_ms;              /* orderly nack default delay */
+    int64_t sse_keepalive_ms;              /* stream keep-alive comments */
     int64_t http_threads;                  /* MHD worker threads */
     int64_t http_max_connections;
     int64_t http_connection_timeout_s;     /* idle or stalled connection, s */

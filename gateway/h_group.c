@@ -1,11 +1,16 @@
 /*
- * h_group.c - broker-kept consumer offsets of a group: list
- * (GET /v1/groups/{group}/offsets), set one or a batch
- * (PUT /v1/groups/{group}/offsets) and reset by time
- * (POST /v1/groups/{group}/offsets/reset).  Offsets live in meta's
- * in-memory table (store/meta.h) and reach meta.db in batches every
- * offsetFlushInterval and at shutdown: a request never writes sqlite.
- * Groups are not a resource yet: any valid, unreserved name is accepted.
+ * h_group.c - subscription groups: admin (GET /v1/groups, GET/PUT/DELETE
+ * /v1/groups/{group}), consume progress (GET /v1/groups/{group}/progress)
+ * and the group's broker-kept consumer offsets (GET/PUT
+ * /v1/groups/{group}/offsets, POST .../offsets/reset).
+ * Groups live in the broker's GroupRegistry (core/group.h), written through
+ * to meta.db, so PUT and DELETE run on the job runner (jobs.h); reads are
+ * answered on the MHD worker from memory: the registry, the live-consumer
+ * table (core/members.h), the store's queue positions and meta's in-memory
+ * offset table.  Offsets reach meta.db in batches every
+ * offsetFlushInterval and at shutdown: an offset request never writes
+ * sqlite.  The offset routes accept any valid, unreserved group name, a
+ * group that does not exist (yet) included.  docs/groups.md.
  */
 #include "handlers.h"
 #include "req.h"
@@ -145,14 +150,18 @@ static bool decode_entry(GwRequest *r, json_t *o, const char *where, OffEntry *e
     return true;
 }
 
-/* Stores the 'n' checked entries and answers them in request order. */
+/* Stores the 'n' checked entries and answers them in request order.  A
+ * queue the group receives from (pop.h) restarts there too. */
 static enum MHD_Result store_entries(GwRequest *r, const char *group, const OffEntry *es,
                                      size_t n) {
     Meta *meta = broker_meta(gw_broker(r));
+    PopEngine *pop = broker_pop(gw_broker(r));
     json_t *arr = json_array();
     if (!arr) return gw_reply_err(r, MQ_ERR_NOMEM, group);
     for (size_t i = 0; i < n; i++) {
-        int rc = meta_offset_set(meta, group, es[i].topic, es[i].queue_id, es[i].offset);
+        int rc = pop_reset_offset(pop, group, es[i].topic, es[i].queue_id, es[i].offset);
+        if (rc == MQ_OK)
+            rc = meta_offset_set(meta, group, es[i].topic, es[i].queue_id, es[i].offset);
         if (rc != MQ_OK) {
             json_decref(arr);
             return gw_reply_err(r, rc, group);
@@ -254,4 +263,444 @@ enum MHD_Result h_group_offsets_reset(GwRequest *r, const RtMatch *m) {
     ret = store_entries(r, group, es, t.read_queues);
     free(es);
     return ret;
+}
+
+/* ======================================================================
+ * The group object and its lookups
+ * ====================================================================== */
+
+/* The group object: settings plus its retry and dead-letter topic names. */
+static json_t *group_json(const MetaGroup *g) {
+    char retry[MSG_SYSTEM_NAME_MAX + 1];
+    char dlq[MSG_SYSTEM_NAME_MAX + 1];
+    group_retry_topic(g->name, retry, sizeof(retry));
+    group_dlq_topic(g->name, dlq, sizeof(dlq));
+    return json_pack("{s:s, s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:s, s:s}", "name", g->name,
+                     "consumeEnable", (int)g->consume_enable, "broadcast", (int)g->broadcast,
+                     "orderly", (int)g->orderly, "retryMaxTimes", (json_int_t)g->retry_max_times,
+                     "retryQueueNums", (json_int_t)g->retry_queue_nums, "createdTimestamp",
+                     (json_int_t)g->created_ms, "updatedTimestamp", (json_int_t)g->updated_ms,
+                     "retryTopic", retry, "dlqTopic", dlq);
+}
+
+/* Looks the {group} of 'm' up: true with '*g', or the answer was sent
+ * (400 INVALID_NAME, 404 GROUP_NOT_FOUND) and MHD's result is in '*ret'. */
+static bool find_group(GwRequest *r, const RtMatch *m, MetaGroup *g, enum MHD_Result *ret) {
+    const char *name = group_param(r, m, ret);
+    if (!name) return false;
+    int rc = group_get(broker_groups(gw_broker(r)), name, g);
+    if (rc == MQ_OK) return true;
+    if (rc == MQ_ERR_NOTFOUND) {
+        *ret = gw_reply_error(r, 404, "GROUP_NOT_FOUND", "group '%s' does not exist", name);
+    } else {
+        *ret = gw_reply_err(r, rc, name);
+    }
+    return false;
+}
+
+/* ======================================================================
+ * GET /v1/groups and GET /v1/groups/{group}
+ * ====================================================================== */
+
+/* group_list's accumulator: it stops early but answers MQ_OK, so a
+ * failure is noted here. */
+typedef struct GroupListCtx {
+    json_t *arr;
+    bool failed; /* out of memory: the list is incomplete */
+} GroupListCtx;
+
+static int group_list_one(void *arg, const MetaGroup *g) {
+    GroupListCtx *c = arg;
+    json_t *one = group_json(g);
+    if (!one || json_array_append_new(c->arr, one) != 0) {
+        c->failed = true;
+        return 1;
+    }
+    return 0;
+}
+
+enum MHD_Result h_group_list(GwRequest *r, const RtMatch *m) {
+    (void)m;
+    GroupListCtx c = {json_array(), false};
+    if (!c.arr) return gw_reply_err(r, MQ_ERR_NOMEM, "groups");
+    int rc = group_list(broker_groups(gw_broker(r)), group_list_one, &c);
+    if (rc != MQ_OK || c.failed) {
+        json_decref(c.arr);
+        return gw_reply_err(r, rc != MQ_OK ? rc : MQ_ERR_NOMEM, "groups");
+    }
+    return gw_reply_json(r, 200, c.arr);
+}
+
+/* One subscription of a listed consumer: a pull client's {"topic","type",
+ * "expression"} (+ "queueIds" under CONFIG); a pop client's topics carry
+ * no filter (each receive names its own), so only {"topic"}. */
+static json_t *subscription_json(const MbClientInfo *c, const MbSubscription *s) {
+    if (c->kind != MB_PULL) return json_pack("{s:s}", "topic", s->topic);
+    const char *expr = s->expression && s->expression[0] ? s->expression : "*";
+    json_t *o = json_pack("{s:s, s:s, s:s}", "topic", s->topic, "type",
+                          s->filter_type && s->filter_type[0] ? s->filter_type : "TAG",
+                          "expression", expr);
+    if (!o || c->strategy != RB_CONFIG) return o;
+    json_t *qs = json_array();
+    if (!qs || json_object_set_new(o, "queueIds", qs) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    for (size_t i = 0; i < s->n_config_queues; i++) {
+        if (json_array_append_new(qs, json_integer((json_int_t)s->config_queues[i])) != 0) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+/* mb_list callback (under the table mutex: memory work only). */
+static int consumer_one(void *arg, const MbClientInfo *c) {
+    json_t *subs = json_array();
+    json_t *one = json_pack("{s:s, s:s, s:o, s:I, s:o}", "clientId", c->client_id, "kind",
+                            c->kind == MB_PULL ? "PULL" : "POP", "strategy",
+                            c->kind == MB_PULL ? json_string(rb_strategy_name(c->strategy))
+                                               : json_null(),
+                            "lastHeartbeat", (json_int_t)c->last_seen_ms, "subscriptions",
+                            json_incref(subs));
+    bool ok = one && subs && json_array_append_new(arg, one) == 0;
+    for (size_t i = 0; ok && i < c->n_subs; i++) {
+        json_t *s = subscription_json(c, &c->subs[i]);
+        ok = s && json_array_append_new(subs, s) == 0;
+    }
+    json_decref(subs);
+    return ok ? 0 : 1;
+}
+
+/* GET /v1/groups/{group}: the group object plus "consumers", the live
+ * clients (silent ones are dropped first). */
+enum MHD_Result h_group_get(GwRequest *r, const RtMatch *m) {
+    MetaGroup g;
+    enum MHD_Result ret;
+    if (!find_group(r, m, &g, &ret)) return ret;
+    MbTable *mb = broker_members(gw_broker(r));
+    mb_expire(mb, mq_now_ms());
+    json_t *root = group_json(&g);
+    json_t *consumers = json_array();
+    if (!root || !consumers || json_object_set_new(root, "consumers", consumers) != 0 ||
+        mb_list(mb, g.name, consumer_one, consumers) != MQ_OK) {
+        json_decref(root);
+        return gw_reply_err(r, MQ_ERR_NOMEM, g.name);
+    }
+    return gw_reply_json(r, 200, root);
+}
+
+/* ======================================================================
+ * PUT and DELETE /v1/groups/{group}: checked on the worker, written by a
+ * job (sqlite); the resumed call answers from the GroupJob.  All group
+ * writes of the gateway run on that one thread in order, so a PUT's read
+ * of the old settings and its write are atomic with respect to the others.
+ * ====================================================================== */
+
+/* A group write across its job (GwRequest.ctx). */
+typedef struct GroupJob {
+    Broker *broker;               /* borrowed; outlives requests */
+    char name[META_NAME_MAX + 1]; /* the {group}, checked */
+    bool has[5];                  /* PUT: field i of put_fields was given */
+    bool consume_enable;          /* PUT: the values given (else unused) */
+    bool broadcast;
+    bool orderly;
+    uint32_t retry_max_times;
+    uint32_t retry_queue_nums;
+    int rc;                       /* the job's result: MQ_OK or an mq_err */
+    bool created;                 /* PUT: the group is new */
+    MetaGroup g;                  /* PUT: the group as stored (rc MQ_OK) */
+} GroupJob;
+
+static const char *const put_fields[] = {"consumeEnable", "broadcast", "orderly",
+                                         "retryMaxTimes", "retryQueueNums", NULL};
+
+/* A GroupJob for 'name', set as r->ctx (freed at completion); NULL when
+ * out of memory (then answered, MHD's result in '*ret'). */
+static GroupJob *group_job_new(GwRequest *r, const char *name, enum MHD_Result *ret) {
+    GroupJob *j = calloc(1, sizeof(*j));
+    if (!j) {
+        *ret = gw_reply_err(r, MQ_ERR_NOMEM, name);
+        return NULL;
+    }
+    j->broker = gw_broker(r);
+    snprintf(j->name, sizeof(j->name), "%s", name); /* checked: at most MSG_NAME_MAX */
+    r->ctx = j;
+    r->ctx_free = free;
+    return j;
+}
+
+/* Job thread: fields left out keep their value (a new group: RocketMQ's
+ * defaults, meta_group_defaults), then the write and the group read back. */
+static void put_job(void *arg) {
+    GroupJob *j = arg;
+    GroupRegistry *reg = broker_groups(j->broker);
+    MetaGroup g;
+    if (group_get(reg, j->name, &g) != MQ_OK) meta_group_defaults(&g, j->name);
+    if (j->has[0]) g.consume_enable = j->consume_enable;
+    if (j->has[1]) g.broadcast = j->broadcast;
+    if (j->has[2]) g.orderly = j->orderly;
+    if (j->has[3]) g.retry_max_times = j->retry_max_times;
+    if (j->has[4]) g.retry_queue_nums = j->retry_queue_nums;
+    j->rc = group_put(reg, &g, &j->created);
+    if (j->rc == MQ_OK) j->rc = group_get(reg, j->name, &j->g);
+}
+
+/* The resumed call of a PUT: 201 created, 200 updated. */
+static enum MHD_Result put_resumed(GwRequest *r, const RtMatch *m) {
+    (void)m;
+    const GroupJob *j = r->ctx;
+    if (j->rc != MQ_OK) return gw_reply_err(r, j->rc, j->name);
+    json_t *out = group_json(&j->g);
+    if (!out) return gw_reply_err(r, MQ_ERR_NOMEM, j->name);
+    return gw_reply_json(r, j->created ? 201 : 200, out);
+}
+
+/* Checks the PUT body's values into 'j'. */
+static bool decode_put(json_t *root, GroupJob *j, GwProblem *p) {
+    json_t *f[5];
+    if (!gw_json_fields(root, put_fields, f, "", p)) return false;
+    bool *flags[3] = {&j->consume_enable, &j->broadcast, &j->orderly};
+    for (size_t i = 0; i < 3; i++) {
+        if (!f[i]) continue;
+        if (!json_is_boolean(f[i]))
+            return gw_fail(p, 400, "INVALID_FIELD", "%s must be a boolean", put_fields[i]);
+        *flags[i] = json_is_true(f[i]);
+        j->has[i] = true;
+    }
+    static const json_int_t lo[2] = {0, 1};
+    static const json_int_t hi[2] = {GROUP_RETRY_MAX_TIMES_MAX, GROUP_RETRY_QUEUES_MAX};
+    uint32_t *ints[2] = {&j->retry_max_times, &j->retry_queue_nums};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *v = f[3 + i];
+        if (!v) continue;
+        if (!json_is_integer(v) || json_integer_value(v) < lo[i] ||
+            json_integer_value(v) > hi[i]) {
+            return gw_fail(p, 400, "INVALID_FIELD", "%s must be an integer from %lld to %lld",
+                           put_fields[3 + i], (long long)lo[i], (long long)hi[i]);
+        }
+        *ints[i] = (uint32_t)json_integer_value(v);
+        j->has[3 + i] = true;
+    }
+    return true;
+}
+
+/* PUT /v1/groups/{group} {"consumeEnable","broadcast","orderly",
+ * "retryMaxTimes","retryQueueNums"}, every field optional (an empty body
+ * too): 201 created, 200 updated, the body is the group object. */
+enum MHD_Result h_group_put(GwRequest *r, const RtMatch *m) {
+    enum MHD_Result ret;
+    const char *name = group_param(r, m, &ret);
+    if (!name) return ret;
+    const char *ct = gw_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (ct && strncasecmp(ct, "application/json", 16) != 0) {
+        return gw_reply_error(r, 415, NULL, "Content-Type must be application/json");
+    }
+    GroupJob *j = group_job_new(r, name, &ret);
+    if (!j) return ret;
+    GwProblem prob = {0};
+    if (r->body_len > 0) {
+        json_t *root = NULL;
+        if (!gw_json_object(r, false, &root, &prob)) return gw_reply_problem(r, &prob);
+        bool ok = decode_put(root, j, &prob);
+        json_decref(root);
+        if (!ok) return gw_reply_problem(r, &prob);
+    }
+    return gw_offload(r, put_job, put_resumed);
+}
+
+/* Job thread: the row in meta.db (with the group's offsets), then the
+ * receive state and the live consumers and locks of the group. */
+static void delete_job(void *arg) {
+    GroupJob *j = arg;
+    j->rc = group_delete(broker_groups(j->broker), j->name);
+    if (j->rc != MQ_OK) return;
+    int rc = pop_drop_group(broker_pop(j->broker), j->name);
+    if (rc != MQ_OK) {
+        MQ_WARN("group '%s' deleted, but its receive state could not be dropped: %s", j->name,
+                mq_strerror(rc));
+    }
+    mb_drop_group(broker_members(j->broker), j->name);
+}
+
+/* The resumed call of a DELETE. */
+static enum MHD_Result delete_resumed(GwRequest *r, const RtMatch *m) {
+    (void)m;
+    const GroupJob *j = r->ctx;
+    if (j->rc == MQ_ERR_NOTFOUND) {
+        return gw_reply_error(r, 404, "GROUP_NOT_FOUND", "group '%s' does not exist", j->name);
+    }
+    if (j->rc != MQ_OK) return gw_reply_err(r, j->rc, j->name);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    return gw_reply(r, MHD_HTTP_NO_CONTENT, resp);
+}
+
+/* DELETE /v1/groups/{group}: 204, 404.  The name is checked here; the
+ * delete is a job. */
+enum MHD_Result h_group_delete(GwRequest *r, const RtMatch *m) {
+    enum MHD_Result ret;
+    const char *name = group_param(r, m, &ret);
+    if (!name) return ret;
+    if (!group_job_new(r, name, &ret)) return ret;
+    return gw_offload(r, delete_job, delete_resumed);
+}
+
+/* ======================================================================
+ * GET /v1/groups/{group}/progress[?topic=T]
+ *
+ * Per read queue of a topic: brokerOffset (the queue's maxOffset),
+ * minOffset, consumerOffset (the committed offset; 0 with hasOffset false
+ * when the group never committed there), lag = brokerOffset -
+ * max(consumerOffset, minOffset) (messages still stored and not consumed;
+ * messages in flight in a receive count until acked), inflight
+ * (pop_inflight) and lastTimestamp.  Without ?topic: every existing topic
+ * the group has offsets in or a live consumer subscribes to.
+ * ====================================================================== */
+
+/* A growing list of topic names (owned copies). */
+typedef struct NameList {
+    char **names;
+    size_t len;
+    size_t cap;
+} NameList;
+
+static int names_add(NameList *l, const char *name) {
+    if (l->len > 0 && strcmp(l->names[l->len - 1], name) == 0) return 0; /* listed in order */
+    if (l->len == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        char **n = realloc(l->names, cap * sizeof(*n));
+        if (!n) return 1;
+        l->names = n;
+        l->cap = cap;
+    }
+    l->names[l->len] = strdup(name);
+    if (!l->names[l->len]) return 1;
+    l->len++;
+    return 0;
+}
+
+static void names_free(NameList *l) {
+    for (size_t i = 0; i < l->len; i++) free(l->names[i]);
+    free(l->names);
+}
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int offset_topic(void *arg, const char *topic, uint32_t queue_id, uint64_t off) {
+    (void)queue_id;
+    (void)off;
+    return names_add(arg, topic);
+}
+
+/* mb_list callback: the topics a live client subscribes to or pops from. */
+static int consumer_topics(void *arg, const MbClientInfo *c) {
+    for (size_t i = 0; i < c->n_subs; i++)
+        if (names_add(arg, c->subs[i].topic) != 0) return 1;
+    return 0;
+}
+
+/* {"topic","queues":[...],"totalLag"} of topic 't' for 'group'; its
+ * total lag is added to '*total'. */
+static json_t *topic_progress(Broker *b, const char *group, const MetaTopic *t, uint64_t *total) {
+    Store *st = broker_store(b);
+    Meta *meta = broker_meta(b);
+    PopEngine *pop = broker_pop(b);
+    MqSlice name = mq_slice(t->name, strlen(t->name));
+    json_t *queues = json_array();
+    json_t *out = json_pack("{s:s, s:o}", "topic", t->name, "queues", json_incref(queues));
+    uint64_t sum = 0;
+    bool ok = out && queues;
+    for (uint32_t q = 0; ok && q < t->read_queues; q++) {
+        uint64_t min = 0;
+        uint64_t max = 0;
+        store_queue_range(st, name, q, &min, &max);
+        uint64_t off = 0;
+        bool has = meta_offset_get(meta, group, t->name, q, &off) == MQ_OK;
+        if (!has) off = 0;
+        uint64_t from = off > min ? off : min;
+        uint64_t lag = max > from ? max - from : 0;
+        sum += lag;
+        int64_t ts = store_queue_last_ts(st, name, q);
+        json_t *one = json_pack(
+            "{s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:I}", "queueId", (json_int_t)q, "brokerOffset",
+            (json_int_t)max, "minOffset", (json_int_t)min, "consumerOffset", (json_int_t)off,
+            "hasOffset", (int)has, "lag", (json_int_t)lag, "inflight",
+            (json_int_t)pop_inflight(pop, group, t->name, q), "lastTimestamp",
+            (json_int_t)(ts > 0 ? ts : 0));
+        ok = one && json_array_append_new(queues, one) == 0;
+    }
+    json_decref(queues);
+    if (ok) ok = json_object_set_new(out, "totalLag", json_integer((json_int_t)sum)) == 0;
+    if (!ok) {
+        json_decref(out);
+        return NULL;
+    }
+    *total += sum;
+    return out;
+}
+
+/* Without ?topic: {"group","topics":[topic progress...],"totalLag"}. */
+static enum MHD_Result all_topics_progress(GwRequest *r, const MetaGroup *g) {
+    Broker *b = gw_broker(r);
+    NameList names = {0};
+    int rc = meta_offset_list(broker_meta(b), g->name, NULL, offset_topic, &names);
+    if (rc == MQ_OK) {
+        mb_expire(broker_members(b), mq_now_ms());
+        rc = mb_list(broker_members(b), g->name, consumer_topics, &names);
+    }
+    if (rc != MQ_OK) {
+        names_free(&names);
+        return gw_reply_err(r, rc == 1 ? MQ_ERR_NOMEM : rc, g->name);
+    }
+    if (names.len > 0) qsort(names.names, names.len, sizeof(*names.names), cmp_names);
+    json_t *topics = json_array();
+    uint64_t total = 0;
+    bool ok = topics != NULL;
+    for (size_t i = 0; ok && i < names.len; i++) {
+        if (i > 0 && strcmp(names.names[i], names.names[i - 1]) == 0) continue;
+        MetaTopic t;
+        if (topic_get(broker_topics(b), names.names[i], &t) != MQ_OK) continue; /* gone */
+        json_t *one = topic_progress(b, g->name, &t, &total);
+        ok = one && json_array_append_new(topics, one) == 0;
+    }
+    names_free(&names);
+    json_t *root = ok ? json_pack("{s:s, s:o, s:I}", "group", g->name, "topics", topics,
+                                  "totalLag", (json_int_t)total)
+                      : NULL;
+    if (!root) {
+        if (!ok) json_decref(topics);
+        return gw_reply_err(r, MQ_ERR_NOMEM, g->name);
+    }
+    return gw_reply_json(r, 200, root);
+}
+
+enum MHD_Result h_group_progress(GwRequest *r, const RtMatch *m) {
+    static const char *const known[] = {"topic", NULL};
+    MetaGroup g;
+    enum MHD_Result ret;
+    if (!group_param(r, m, &ret)) return ret;
+    const char *bad = gw_query_unknown(r, known);
+    if (bad) {
+        return gw_reply_error(r, 400, "INVALID_PARAMETER", "unknown query parameter '%.64s'",
+                              bad);
+    }
+    const char *topic = gw_query(r, "topic");
+    const char *why = topic ? msg_name_problem(topic, strlen(topic)) : NULL;
+    if (why) return gw_reply_error(r, 400, "INVALID_NAME", "topic '%.200s': %s", topic, why);
+    GwProblem prob = {0};
+    MetaTopic t;
+    if (!find_group(r, m, &g, &ret)) return ret;
+    if (!topic) return all_topics_progress(r, &g);
+    if (!find_topic(r, topic, "", &t, &prob)) return gw_reply_problem(r, &prob);
+    uint64_t total = 0;
+    json_t *root = topic_progress(gw_broker(r), g.name, &t, &total);
+    if (!root || json_object_set_new(root, "group", json_string(g.name)) != 0) {
+        json_decref(root);
+        return gw_reply_err(r, MQ_ERR_NOMEM, g.name);
+    }
+    return gw_reply_json(r, 200, root);
 }

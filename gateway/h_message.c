@@ -469,31 +469,147 @@ out:
  * ====================================================================== */
 
 /* GET /v1/messages/{msgId} */
-enum MHD_Result h_message_get(GwRequest *r, const RtMatch *m) {
-    Broker *b = gw_broker(r);
+/* Reads the record of the {msgId} of 'm' into '*rec' (keep '*ref' until
+ * done with it: mf_unref).  False when it answered 400 or 404 ('*ret'). */
+static bool read_by_id(GwRequest *r, const RtMatch *m, ClRecord *rec, MappedFile **ref,
+                       enum MHD_Result *ret) {
     const char *id = rt_param(m, "msgId");
     uint8_t host[8];
     uint64_t off = 0;
     if (msg_id_decode(id, strlen(id), host, &off) != MQ_OK) {
-        return gw_reply_error(r, 400, "INVALID_MSG_ID", "'%.64s' is not a message id (32 hex "
+        *ret = gw_reply_error(r, 400, "INVALID_MSG_ID", "'%.64s' is not a message id (32 hex "
                               "digits)", id);
+        return false;
     }
     /* The record at that offset must carry the id's store host: an id of
      * another broker (or a position inside a record) is not found.  The
      * record's own host, not today's listen address, is compared, so ids
      * stay valid across a restart on another port. */
+    int rc = store_read_msg(broker_store(gw_broker(r)), off, rec, ref);
+    if (rc != MQ_OK || rec->phys_off != off || memcmp(rec->store_host, host, 8) != 0) {
+        mf_unref(ref);
+        *ret = gw_reply_error(r, 404, "MESSAGE_NOT_FOUND", "no message '%s' on this broker", id);
+        return false;
+    }
+    return true;
+}
+
+enum MHD_Result h_message_get(GwRequest *r, const RtMatch *m) {
     ClRecord rec;
     MappedFile *ref = NULL;
-    int rc = store_read_msg(broker_store(b), off, &rec, &ref);
-    if (rc != MQ_OK || rec.phys_off != off || memcmp(rec.store_host, host, 8) != 0) {
-        mf_unref(&ref);
-        return gw_reply_error(r, 404, "MESSAGE_NOT_FOUND", "no message '%s' on this broker",
-                              id);
-    }
+    enum MHD_Result ret;
+    if (!read_by_id(r, m, &rec, &ref, &ret)) return ret;
     json_t *msg = js_message(&rec);
     mf_unref(&ref);
     if (!msg) return gw_reply_err(r, MQ_ERR_NOMEM, "message");
     return gw_reply_json(r, 200, msg);
+}
+
+/* ======================================================================
+ * Resend: POST /v1/messages/{msgId}/resend
+ * ====================================================================== */
+
+/* The topic a message is resent to: the topic it was first sent to (its
+ * RETRY_TOPIC property, set when it went to a retry or dead-letter
+ * topic), else its own topic when that is a user topic.  NULL when it has
+ * none (a system record). */
+static const char *resend_topic(const ClRecord *rec, char *buf, size_t cap) {
+    MqSlice t;
+    if (!msg_prop_get(rec->props, MSG_PROP_RETRY_TOPIC, &t)) t = rec->topic;
+    if (t.len >= cap || msg_name_problem(t.ptr, t.len)) return NULL;
+    memcpy(buf, t.ptr, t.len);
+    buf[t.len] = '\0';
+    return buf;
+}
+
+/* Body, tags, keys and user properties as they were; RETRY_TOPIC goes
+ * (it is a fresh delivery, reconsumeTimes 0) and ORIGIN_MESSAGE_ID names
+ * the first message, so consumers can tell a resend from a new message. */
+static bool name_is_prop(MqSlice name, const char *prop) {
+    return name.len == strlen(prop) && memcmp(name.ptr, prop, name.len) == 0;
+}
+
+static int resend_props(const ClRecord *rec, uint8_t *buf, size_t cap, size_t *len) {
+    MsgProp stack[64];
+    size_t n = 0;
+    int rc = msg_props_decode(rec->props, stack, 63, &n);
+    if (rc != MQ_OK) return rc;
+    size_t k = 0;
+    bool has_origin = false;
+    for (size_t i = 0; i < n; i++) {
+        if (name_is_prop(stack[i].name, MSG_PROP_RETRY_TOPIC)) continue;
+        if (name_is_prop(stack[i].name, MSG_PROP_ORIGIN_MSG_ID)) has_origin = true;
+        stack[k++] = stack[i];
+    }
+    char id[MSG_ID_LEN + 1];
+    if (!has_origin) {
+        msg_id_encode(rec->store_host, rec->phys_off, id);
+        stack[k++] = (MsgProp){mq_slice(MSG_PROP_ORIGIN_MSG_ID, strlen(MSG_PROP_ORIGIN_MSG_ID)),
+                               mq_slice(id, MSG_ID_LEN)};
+    }
+    return msg_props_encode(stack, k, buf, cap, len);
+}
+
+enum MHD_Result h_message_resend(GwRequest *r, const RtMatch *m) {
+    if (r->body_len > 0) {
+        /* No options yet: an empty body or {} only. */
+        json_t *root = NULL;
+        GwProblem prob = {0};
+        static const char *const none[] = {NULL};
+        json_t *unused[1];
+        if (!gw_json_object(r, true, &root, &prob) ||
+            !gw_json_fields(root, none, unused, "", &prob)) {
+            json_decref(root);
+            return gw_reply_problem(r, &prob);
+        }
+        json_decref(root);
+    }
+    Broker *b = gw_broker(r);
+    ClRecord rec;
+    MappedFile *ref = NULL;
+    enum MHD_Result ret;
+    if (!read_by_id(r, m, &rec, &ref, &ret)) return ret;
+    char tbuf[MSG_NAME_MAX + 1];
+    const char *topic = resend_topic(&rec, tbuf, sizeof(tbuf));
+    if (!topic) {
+        mf_unref(&ref);
+        return gw_reply_error(r, 400, "NOT_RESENDABLE", "message '%s' belongs to no user topic",
+                              rt_param(m, "msgId"));
+    }
+    MetaTopic t;
+    int rc = topic_for_produce(broker_topics(b), topic, false, AUTO_QUEUES, &t);
+    if (rc != MQ_OK) {
+        mf_unref(&ref);
+        return reply_topic_err(r, rc, topic, false);
+    }
+    uint32_t qid = 0;
+    rc = topic_select_queue(broker_topics(b), &t, -1, mq_slice("", 0), &qid);
+    uint8_t *props = malloc(CL_PROPS_MAX);
+    size_t plen = 0;
+    if (rc == MQ_OK) rc = props ? resend_props(&rec, props, CL_PROPS_MAX, &plen) : MQ_ERR_NOMEM;
+    ClAppendResult res;
+    if (rc == MQ_OK) {
+        ClMessage msg = {0};
+        msg.topic = mq_slice(topic, strlen(topic));
+        msg.queue_id = qid;
+        msg.flag = rec.flag;
+        msg.born_ts = mq_now_ms();
+        client_host(r, msg.born_host);
+        msg.body = rec.body;
+        msg.props = mq_slice((const char *)props, plen);
+        rc = store_put(broker_store(b), &msg, 1, &res);
+    }
+    uint64_t body_len = rec.body.len;
+    free(props);
+    mf_unref(&ref);
+    if (rc != MQ_OK) return gw_reply_err(r, rc, topic);
+    topic_count_traffic(broker_topics(b), topic, false, 1, body_len);
+    char id[MSG_ID_LEN + 1];
+    msg_id_encode(broker_store_host(b), res.phys_off, id);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I}", "status", "SEND_OK", "msgId", id, "topic",
+                          topic, "queueId", (json_int_t)qid, "queueOffset",
+                          (json_int_t)res.queue_off);
+    return gw_reply_json(r, 200, o);
 }
 
 /* ======================================================================
@@ -657,7 +773,7 @@ enum MHD_Result h_message_pull(GwRequest *r, const RtMatch *m) {
     Broker *b = gw_broker(r);
     const char *topic = rt_param(m, "topic");
     enum MHD_Result ret;
-    if (!h_topic_name_ok(r, topic, &ret)) return ret;
+    if (!h_topic_read_name_ok(r, topic, &ret)) return ret;
     const char *bad = gw_query_unknown(r, known);
     if (bad) {
         return gw_reply_error(r, 400, "INVALID_PARAMETER", "unknown query parameter '%.64s'",

@@ -36,6 +36,14 @@ bool h_topic_name_ok(GwRequest *r, const char *topic, enum MHD_Result *ret) {
     return false;
 }
 
+bool h_topic_read_name_ok(GwRequest *r, const char *topic, enum MHD_Result *ret) {
+    size_t n = strlen(topic);
+    bool group_topic = (strncmp(topic, MSG_RETRY_PREFIX, strlen(MSG_RETRY_PREFIX)) == 0 ||
+                        strncmp(topic, MSG_DLQ_PREFIX, strlen(MSG_DLQ_PREFIX)) == 0) &&
+                       msg_system_name_valid(topic, n);
+    return group_topic || h_topic_name_ok(r, topic, ret);
+}
+
 /* The topic object: configuration only. */
 static json_t *topic_json(const MetaTopic *t) {
     return json_pack("{s:s, s:I, s:I, s:I, s:s, s:b, s:I, s:I}", "topic", t->name, "queues",
@@ -71,7 +79,7 @@ static json_t *queues_json(Store *st, const MetaTopic *t) {
 /* Looks the {topic} of 'm' up: MQ_OK with '*t', or the answer was sent. */
 static bool find_topic(GwRequest *r, const RtMatch *m, MetaTopic *t, enum MHD_Result *ret) {
     const char *name = rt_param(m, "topic");
-    if (!h_topic_name_ok(r, name, ret)) return false;
+    if (!h_topic_read_name_ok(r, name, ret)) return false;
     int rc = topic_get(broker_topics(gw_broker(r)), name, t);
     if (rc == MQ_OK) return true;
     if (rc == MQ_ERR_NOTFOUND) {
@@ -264,6 +272,12 @@ static void delete_job(void *arg) {
     TopicJob *j = arg;
     j->rc = topic_delete(broker_topics(j->broker), j->name);
     if (j->rc != MQ_OK) return;
+    /* Receive state of every group for it goes too: a topic made again
+     * under the name starts from its new queues' beginning. */
+    int prc = pop_drop_topic(broker_pop(j->broker), j->name);
+    if (prc != MQ_OK)
+        MQ_WARN("topic '%s' deleted, but its receive state was not: %s", j->name,
+                mq_strerror(prc));
     int rc = store_delete_topic(broker_store(j->broker), mq_slice(j->name, strlen(j->name)));
     if (rc != MQ_OK && rc != MQ_ERR_NOTFOUND) {
         MQ_WARN("topic '%s' deleted, but its queues could not be removed: %s", j->name,

@@ -22,6 +22,7 @@ enum MHD_Result h_admin_broker(GwRequest *r, const RtMatch *m);  /* GET /v1/brok
 enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m); /* POST .../messages */
 enum MHD_Result h_message_get(GwRequest *r, const RtMatch *m);     /* GET /v1/messages/{id} */
 enum MHD_Result h_message_pull(GwRequest *r, const RtMatch *m);    /* GET .../{q}/messages */
+enum MHD_Result h_message_resend(GwRequest *r, const RtMatch *m);  /* POST .../{id}/resend */
 
 /* h_topic.c: topic admin. */
 enum MHD_Result h_topic_list(GwRequest *r, const RtMatch *m);   /* GET /v1/topics */
@@ -34,8 +35,29 @@ enum MHD_Result h_topic_queues(GwRequest *r, const RtMatch *m); /* GET .../{topi
  * valid, unreserved user topic name; otherwise it has answered 400
  * INVALID_NAME and put MHD's result in '*ret'.  MHD worker. */
 bool h_topic_name_ok(GwRequest *r, const char *topic, enum MHD_Result *ret);
+/* h_topic_read_name_ok is h_topic_name_ok that also accepts the retry and
+ * dead-letter topics of groups ("%RETRY%<group>", "%DLQ%<group>"): the
+ * read-only routes (topic detail, queues, pull, queries) serve them, so
+ * operators can inspect and resend from a DLQ. */
+bool h_topic_read_name_ok(GwRequest *r, const char *topic, enum MHD_Result *ret);
 
-/* h_group.c: consumer offsets of a group (groups are not a resource yet). */
+/* h_group.c: subscription groups (admin, progress) and their consumer
+ * offsets. */
+enum MHD_Result h_group_list(GwRequest *r, const RtMatch *m);     /* GET /v1/groups */
+enum MHD_Result h_group_get(GwRequest *r, const RtMatch *m);      /* GET /v1/groups/{g} */
+enum MHD_Result h_group_put(GwRequest *r, const RtMatch *m);      /* PUT /v1/groups/{g} */
+enum MHD_Result h_group_delete(GwRequest *r, const RtMatch *m);   /* DELETE /v1/groups/{g} */
+enum MHD_Result h_group_progress(GwRequest *r, const RtMatch *m); /* GET .../progress */
+/* h_consume.c: receive / ack / nack and the SSE stream of a group. */
+enum MHD_Result h_consume_receive(GwRequest *r, const RtMatch *m); /* POST .../receive */
+enum MHD_Result h_consume_ack(GwRequest *r, const RtMatch *m);     /* POST .../ack */
+enum MHD_Result h_consume_nack(GwRequest *r, const RtMatch *m);    /* POST .../nack */
+enum MHD_Result h_consume_stream(GwRequest *r, const RtMatch *m);  /* GET .../stream */
+/* h_member.c: classic-pull membership: heartbeats (rebalance) and locks. */
+enum MHD_Result h_member_heartbeat(GwRequest *r, const RtMatch *m);  /* POST .../heartbeat */
+enum MHD_Result h_member_unregister(GwRequest *r, const RtMatch *m); /* DELETE .../{clientId} */
+enum MHD_Result h_member_lock(GwRequest *r, const RtMatch *m);       /* POST .../locks */
+enum MHD_Result h_member_unlock(GwRequest *r, const RtMatch *m);     /* DELETE .../locks */
 enum MHD_Result h_group_offsets_get(GwRequest *r, const RtMatch *m);   /* GET .../offsets */
 enum MHD_Result h_group_offsets_put(GwRequest *r, const RtMatch *m);   /* PUT .../offsets */
 enum MHD_Result h_group_offsets_reset(GwRequest *r, const RtMatch *m); /* POST .../reset */

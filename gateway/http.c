@@ -67,6 +67,20 @@ static const RtRoute routes[] = {
     {"GET", "/v1/groups/{group}/offsets", h_group_offsets_get},
     {"PUT", "/v1/groups/{group}/offsets", h_group_offsets_put},
     {"POST", "/v1/groups/{group}/offsets/reset", h_group_offsets_reset},
+    {"POST", "/v1/messages/{msgId}/resend", h_message_resend},
+    {"GET", "/v1/groups", h_group_list},
+    {"GET", "/v1/groups/{group}", h_group_get},
+    {"PUT", "/v1/groups/{group}", h_group_put},
+    {"DELETE", "/v1/groups/{group}", h_group_delete},
+    {"GET", "/v1/groups/{group}/progress", h_group_progress},
+    {"POST", "/v1/groups/{group}/receive", h_consume_receive},
+    {"POST", "/v1/groups/{group}/ack", h_consume_ack},
+    {"POST", "/v1/groups/{group}/nack", h_consume_nack},
+    {"GET", "/v1/groups/{group}/stream", h_consume_stream},
+    {"POST", "/v1/groups/{group}/consumers/{clientId}/heartbeat", h_member_heartbeat},
+    {"DELETE", "/v1/groups/{group}/consumers/{clientId}", h_member_unregister},
+    {"POST", "/v1/groups/{group}/locks", h_member_lock},
+    {"DELETE", "/v1/groups/{group}/locks", h_member_unlock},
 };
 
 const RtRoute *gw_routes(size_t *count) {

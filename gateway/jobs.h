@@ -25,7 +25,10 @@
  * a topic that does not exist yet with autoCreateTopicEnable on
  * (h_message.c: the creation is the job; no Idempotency-Key claim is
  * held across it; the resumed call runs the produce again from the top,
- * the topic now existing).
+ * the topic now existing).  Likewise PUT and DELETE /v1/groups/{group}
+ * (h_group.c), and a heartbeat to a group that does not exist yet with
+ * autoCreateSubscriptionGroup on (h_member.c: the resumed call is the
+ * heartbeat again).
  *
  * Why one thread: these writes are rare admin operations and serialise on
  * the topic registry's write_mu and sqlite's single writer anyway; a FIFO

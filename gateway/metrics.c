@@ -237,6 +237,30 @@ static void render_store(Broker *b, GwText *t) {
     put_hist_series(t, "petrel_store_flush_duration_seconds", "", &s->flush_latency);
 }
 
+static void put_counter(GwText *t, const char *name, const char *help, uint64_t v) {
+    put_head(t, name, "counter", help);
+    gw_text_printf(t, "%s %llu\n", name, (unsigned long long)v);
+}
+
+/* Receive/ack (core/pop.h), all groups together. */
+static void render_pop(Broker *b, GwText *t) {
+    PopStats ps;
+    pop_stats(broker_pop(b), &ps);
+    put_counter(t, "petrel_receive_messages_total", "messages handed out by receive and stream",
+                ps.received);
+    put_counter(t, "petrel_ack_messages_total", "messages acked", ps.acked);
+    put_counter(t, "petrel_nack_messages_total", "messages nacked", ps.nacked);
+    put_counter(t, "petrel_redelivered_messages_total",
+                "deliveries ended by nack or invisibility and moved on", ps.expired);
+    put_counter(t, "petrel_retry_messages_total", "messages written to retry topics", ps.retried);
+    put_counter(t, "petrel_dlq_messages_total", "messages written to dead-letter topics",
+                ps.dead);
+    put_gauge(t, "petrel_inflight_messages", "messages received and not yet acked or moved on",
+              (double)ps.inflight);
+    put_gauge(t, "petrel_consumer_groups", "subscription groups",
+              (double)group_count(broker_groups(b)));
+}
+
 int64_t gwm_rss_anon(void) {
     FILE *f = fopen("/proc/self/status", "re");
     if (!f) return -1;
@@ -268,4 +292,5 @@ void gwm_render(GwMetrics *m, Broker *b, const GwRuntime *rt, GwText *t) {
     render_http(m, t);
     render_topics(b, t);
     render_store(b, t);
+    render_pop(b, t);
 }
