@@ -43,12 +43,10 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -57,11 +55,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,13 +71,9 @@
 #include "http.h"
 #include "mq.h"
 
-#define BODY_LEN 100        /* bytes of every message body */
+#define BODY_LEN BENCH_BODY_LEN /* bytes of every message body */
 #define BATCH_COUNT 100     /* messages per batch request */
 #define PULL_MAX 32         /* messages per pull request */
-#define PREFILL_BATCH 1000  /* messages per prefill request (the broker's maximum) */
-#define WAIT_START_MS 10000 /* longest wait for a broker's port file */
-#define WAIT_STOP_MS 15000  /* longest wait after SIGTERM (SYNC_FLUSH grace is 6 s) */
-#define IO_TIMEOUT_S 15     /* socket timeouts of the C client */
 #define SAMPLE_MS 50        /* RSS sampling period during a wrk run */
 #define TOPIC "bench"       /* topic of the produce and pull cases */
 #define LAT_TOPIC "latency" /* one-queue topic of the latency case */
@@ -109,44 +101,11 @@ typedef struct Settings {
 static Settings cfg_g;
 static int case_errors; /* cases that could not run or were broken */
 
-/* CPU time of all CPUs since boot (/proc/stat), seconds.  Softirq work
- * (loopback TCP delivery, mostly) is booked apart here, while a process's
- * own CPU time (/proc/PID/stat, getrusage) includes the softirq work done
- * inline on its threads: compare process times with procs + softirq. */
-typedef struct SysCpu {
-    double procs;   /* user + nice + system + irq: processes and threads */
-    double softirq;
-    double steal;   /* taken by the hypervisor for other guests */
-} SysCpu;
-
-static SysCpu sys_cpu(void) {
-    SysCpu c = {NAN, NAN, NAN};
-    FILE *f = fopen("/proc/stat", "r");
-    if (!f) return c;
-    unsigned long long v[8] = {0};
-    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-                   &v[4], &v[5], &v[6], &v[7]);
-    fclose(f);
-    if (n != 8) return c;
-    /* user nice system idle iowait irq softirq steal */
-    double tick = (double)sysconf(_SC_CLK_TCK);
-    c.procs = (double)(v[0] + v[1] + v[2] + v[5]) / tick;
-    c.softirq = (double)v[6] / tick;
-    c.steal = (double)v[7] / tick;
-    return c;
-}
-
 /* scratch_path joins the scratch root and 'name'; caller frees. */
 static char *scratch_path(const char *name) {
     char *p = NULL;
     if (asprintf(&p, "%s/%s", cfg_g.root, name) < 0) return NULL;
     return p;
-}
-
-/* make_body fills 'out' with 'len' JSON-safe bytes (no NUL added). */
-static void make_body(char *out, size_t len, unsigned seed) {
-    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-    for (size_t i = 0; i < len; i++) out[i] = alphabet[(i * 7 + seed) % (sizeof(alphabet) - 1)];
 }
 
 /* ======================================================================
@@ -170,10 +129,10 @@ static void print_header(void) {
            "BENCH_LAT_WARMUP_MS=%ld BENCH_SYNC_SECS=%g\n",
            cfg_g.secs, cfg_g.conns, cfg_g.wrk_threads, cfg_g.rounds, cfg_g.pull_msgs,
            cfg_g.lat_rate, cfg_g.lat_producers, cfg_g.lat_warmup_ms, cfg_g.sync_secs);
-    SysCpu c0 = sys_cpu();
+    SysCpu c0 = bench_sys_cpu();
     int64_t t0 = mq_mono_ns();
     bench_sleep_ms(1000);
-    SysCpu c1 = sys_cpu();
+    SysCpu c1 = bench_sys_cpu();
     double secs = (double)(mq_mono_ns() - t0) / 1e9;
     printf("load    %.2f cores busy in the second before the start (other processes; steal "
            "%.2f)\n", (c1.procs - c0.procs + c1.softirq - c0.softirq) / secs,
@@ -181,253 +140,6 @@ static void print_header(void) {
     printf("notes   wrk, the servers and this program share the same CPUs; every message "
            "body is %d B; MiB = 2^20 bytes\n\n", BODY_LEN);
     fflush(stdout);
-}
-
-/* ======================================================================
- * Child processes and /proc
- * ====================================================================== */
-
-/* spawn runs 'argv' (argv[0] searched in PATH) with stdout and stderr
- * appended to 'out_path'; the child dies with this program (PDEATHSIG), so
- * an interrupted bench leaves no broker or wrk behind.  -1 on failure. */
-static pid_t spawn(char *const *argv, const char *out_path) {
-    int fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        fprintf(stderr, "bench: cannot open '%s': %s\n", out_path, strerror(errno));
-        return -1;
-    }
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        signal(SIGPIPE, SIG_DFL);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (in >= 0) dup2(in, STDIN_FILENO);
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-        execvp(argv[0], argv);
-        fprintf(stderr, "bench: cannot run '%s': %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    close(fd);
-    if (pid < 0) fprintf(stderr, "bench: fork: %s\n", strerror(errno));
-    return pid;
-}
-
-/* stop_pid sends SIGTERM to 'pid' (a child of ours), waits up to
- * 'wait_ms', then SIGKILLs it.  Returns its exit status as e2e_exit_status. */
-static int stop_pid(pid_t pid, long wait_ms) {
-    if (pid <= 0) return -1;
-    kill(pid, SIGTERM);
-    int64_t deadline = mq_mono_ns() + wait_ms * 1000000;
-    int ws = 0;
-    for (;;) {
-        pid_t r = waitpid(pid, &ws, WNOHANG);
-        if (r == pid) return e2e_exit_status(ws);
-        if (r < 0 && errno != EINTR) return -1;
-        if (mq_mono_ns() >= deadline) break;
-        struct timespec ts = {0, 10 * 1000000};
-        nanosleep(&ts, NULL);
-    }
-    fprintf(stderr, "bench: pid %d ignored SIGTERM for %ld ms; SIGKILL\n", (int)pid, wait_ms);
-    kill(pid, SIGKILL);
-    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
-    }
-    return e2e_exit_status(ws);
-}
-
-/* rss_anon_kib reads RssAnon of 'pid' from /proc; -1 when unknown. */
-static long rss_anon_kib(pid_t pid) {
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char line[256];
-    long kib = -1;
-    while (fgets(line, sizeof(line), f)) {
-        if (sscanf(line, "RssAnon: %ld kB", &kib) == 1) break;
-    }
-    fclose(f);
-    return kib;
-}
-
-/* cpu_secs is the user + system CPU time of 'pid' so far (0 = this
- * process, all threads); NAN when unknown. */
-static double cpu_secs(pid_t pid) {
-    if (pid == 0) {
-        struct rusage ru;
-        getrusage(RUSAGE_SELF, &ru);
-        return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
-               (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
-    }
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return NAN;
-    char line[1024];
-    bool got = fgets(line, sizeof(line), f) != NULL;
-    fclose(f);
-    char *p = got ? strrchr(line, ')') : NULL; /* the name may hold spaces */
-    unsigned long long ut = 0;
-    unsigned long long st = 0;
-    /* After ')': state (field 3) ... utime is field 14, stime 15. */
-    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-                     &st) != 2)
-        return NAN;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
-/* ======================================================================
- * A minimal HTTP/1.1 client: one keep-alive connection, one request at a
- * time, Content-Length bodies only (what the gateway sends)
- * ====================================================================== */
-
-typedef struct Http {
-    int fd;          /* -1 = not connected */
-    int port;
-    char *buf;       /* the last response, head and body */
-    size_t cap;
-    char *out;       /* the request being sent */
-    size_t out_cap;
-} Http;
-
-static void http_init(Http *h, int port) {
-    memset(h, 0, sizeof(*h));
-    h->fd = -1;
-    h->port = port;
-}
-
-static void http_close(Http *h) {
-    if (h->fd >= 0) close(h->fd);
-    h->fd = -1;
-}
-
-static void http_free(Http *h) {
-    http_close(h);
-    free(h->buf);
-    free(h->out);
-    h->buf = h->out = NULL;
-}
-
-static int http_connect(Http *h) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)h->port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    struct timeval tv = {IO_TIMEOUT_S, 0};
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-        close(fd);
-        return -1;
-    }
-    h->fd = fd;
-    return 0;
-}
-
-static bool grow(char **p, size_t *cap, size_t need) {
-    if (need <= *cap) return true;
-    size_t c = *cap ? *cap : 16384;
-    while (c < need) c *= 2;
-    char *n = realloc(*p, c);
-    if (!n) return false;
-    *p = n;
-    *cap = c;
-    return true;
-}
-
-static bool send_all(int fd, const char *p, size_t len) {
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        p += n;
-        len -= (size_t)n;
-    }
-    return true;
-}
-
-/* header_value finds header 'name' (lowercase, with the colon) in the
- * NUL-terminated head 'head'; returns its value or NULL. */
-static const char *header_value(const char *head, const char *name) {
-    const char *p = strcasestr(head, name);
-    while (p && p != head && p[-1] != '\n') p = strcasestr(p + 1, name);
-    if (!p) return NULL;
-    p += strlen(name);
-    while (*p == ' ') p++;
-    return p;
-}
-
-/* Reads one response into h->buf; the status, or -1. */
-static int read_response(Http *h, const char **body, size_t *body_len) {
-    size_t have = 0;
-    size_t head_len = 0;
-    for (;;) {
-        if (!grow(&h->buf, &h->cap, have + 4096 + 1)) return -1;
-        ssize_t n = recv(h->fd, h->buf + have, h->cap - have - 1, 0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return -1;
-        have += (size_t)n;
-        char *e = memmem(h->buf, have, "\r\n\r\n", 4);
-        if (e) {
-            head_len = (size_t)(e - h->buf) + 4;
-            break;
-        }
-        if (have > 65536) return -1;
-    }
-    char saved = h->buf[head_len];
-    h->buf[head_len] = '\0';
-    int status = 0;
-    if (sscanf(h->buf, "HTTP/1.%*d %d", &status) != 1) return -1;
-    const char *cl = header_value(h->buf, "content-length:");
-    const char *conn = header_value(h->buf, "connection:");
-    bool close_after = conn && strncasecmp(conn, "close", 5) == 0;
-    if (header_value(h->buf, "transfer-encoding:")) return -1; /* not needed here */
-    h->buf[head_len] = saved;
-    size_t len = cl ? (size_t)strtoull(cl, NULL, 10) : 0;
-    if (!grow(&h->buf, &h->cap, head_len + len + 1)) return -1;
-    while (have < head_len + len) {
-        ssize_t n = recv(h->fd, h->buf + have, head_len + len - have, 0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return -1;
-        have += (size_t)n;
-    }
-    h->buf[head_len + len] = '\0';
-    *body = h->buf + head_len;
-    *body_len = len;
-    if (close_after) http_close(h);
-    return status;
-}
-
-/* http_call sends one request ('ctype' and 'body' may be NULL) and reads
- * the answer.  Returns the HTTP status, or -1 when the connection failed
- * (it is reopened on the next call).  '*body' (NUL-terminated) points into
- * 'h' and stays valid until the next call. */
-static int http_call(Http *h, const char *method, const char *path, const char *ctype,
-                     const char *body, size_t len, const char **resp, size_t *resp_len) {
-    *resp = "";
-    *resp_len = 0;
-    if (h->fd < 0 && http_connect(h) != 0) return -1;
-    char head[512];
-    int n = snprintf(head, sizeof(head),
-                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%s%s%sContent-Length: %zu\r\n\r\n",
-                     method, path, h->port, ctype ? "Content-Type: " : "", ctype ? ctype : "",
-                     ctype ? "\r\n" : "", body ? len : 0);
-    if (n < 0 || (size_t)n >= sizeof(head)) return -1;
-    size_t total = (size_t)n + (body ? len : 0);
-    if (!grow(&h->out, &h->out_cap, total)) return -1;
-    memcpy(h->out, head, (size_t)n);
-    if (body) memcpy(h->out + n, body, len);
-    int status = send_all(h->fd, h->out, total) ? read_response(h, resp, resp_len) : -1;
-    if (status < 0) http_close(h);
-    return status;
 }
 
 /* ======================================================================
@@ -638,11 +350,11 @@ static int wrk_run(const char *label, const char *script, const char *url, pid_t
     snprintf(secs, sizeof(secs), "-d%ds", cfg_g.secs);
     char *argv[] = {(char *)cfg_g.wrk, threads, conns, secs, "--timeout", "10s", "--latency",
                     "-s", (char *)script, (char *)url, NULL};
-    double cpu0 = cpu_secs(server);
-    double self0 = cpu_secs(0);
-    SysCpu sys0 = sys_cpu();
+    double cpu0 = bench_cpu_secs(server);
+    double self0 = bench_cpu_secs(0);
+    SysCpu sys0 = bench_sys_cpu();
     int64_t t0 = mq_mono_ns();
-    pid_t pid = spawn(argv, out);
+    pid_t pid = bench_spawn(argv, out);
     if (pid < 0) {
         free(out);
         return -1;
@@ -656,7 +368,7 @@ static int wrk_run(const char *label, const char *script, const char *url, pid_t
         if (r == pid) break;
         if (r < 0 && errno != EINTR) break;
         if (server > 0) {
-            long kib = rss_anon_kib(server);
+            long kib = bench_rss_anon_kib(server);
             if (kib > w->peak_anon_kib) w->peak_anon_kib = kib;
         }
         if (bench_interrupted && !killed) {
@@ -667,12 +379,12 @@ static int wrk_run(const char *label, const char *script, const char *url, pid_t
         nanosleep(&ts, NULL);
     }
     double wall = (double)(mq_mono_ns() - t0) / 1e9;
-    double cpu1 = cpu_secs(server);
-    double self = server > 0 ? cpu_secs(0) - self0 : 0; /* the ceiling is this process */
+    double cpu1 = bench_cpu_secs(server);
+    double self = server > 0 ? bench_cpu_secs(0) - self0 : 0; /* the ceiling is this process */
     w->server_cores = (cpu1 - cpu0) / wall;
     w->wrk_cores = ((double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
                     (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6) / wall;
-    SysCpu sys1 = sys_cpu();
+    SysCpu sys1 = bench_sys_cpu();
     w->other_cores = (sys1.procs - sys0.procs + sys1.softirq - sys0.softirq - self) / wall -
                      w->server_cores - w->wrk_cores;
     w->softirq_cores = (sys1.softirq - sys0.softirq) / wall;
@@ -718,34 +430,6 @@ static void wrk_print(const char *label, const WrkResult *w, double msgs_per_req
 /* ======================================================================
  * Request bodies and the wrk scripts (written into the scratch dir)
  * ====================================================================== */
-
-/* json_msg writes {"body":"<BODY_LEN bytes>"} into 'out' (>= BODY_LEN + 12
- * bytes); returns its length. */
-static size_t json_msg(char *out, unsigned seed) {
-    memcpy(out, "{\"body\":\"", 9);
-    make_body(out + 9, BODY_LEN, seed);
-    memcpy(out + 9 + BODY_LEN, "\"}", 3);
-    return 9 + BODY_LEN + 2;
-}
-
-/* json_batch returns {"messages":[...'count' messages...]} (caller frees). */
-static char *json_batch(size_t count, size_t *len) {
-    char one[BODY_LEN + 16];
-    size_t one_len = json_msg(one, 0);
-    size_t cap = 32 + count * (one_len + 1);
-    char *b = malloc(cap);
-    if (!b) return NULL;
-    size_t n = 0;
-    n += (size_t)sprintf(b, "{\"messages\":[");
-    for (size_t i = 0; i < count; i++) {
-        if (i) b[n++] = ',';
-        one_len = json_msg(b + n, (unsigned)i);
-        n += one_len;
-    }
-    n += (size_t)sprintf(b + n, "]}");
-    *len = n;
-    return b;
-}
 
 /* Lua: sum the thread-local counters 'ok' and 'bad' in done(). */
 static const char LUA_COUNTERS[] =
@@ -826,148 +510,6 @@ static char *write_pull_script(const uint64_t *qmin, const uint64_t *chunks, siz
 }
 
 /* ======================================================================
- * Brokers: `petrel standalone` on a free port, data in the scratch dir
- * ====================================================================== */
-
-typedef struct Srv {
-    pid_t pid;            /* 0 = not running */
-    int port;
-    char label[32];       /* "async", "sync" */
-    char dir[PATH_MAX];   /* <scratch>/broker-<label> */
-    char log[PATH_MAX + 16];
-    char url[64];         /* http://127.0.0.1:<port> */
-} Srv;
-
-/* srv_start starts a broker with the default store sizes, --logLevel=warn
- * and 'extra' (NULL or one more --key=value); waits for its port file. */
-static int srv_start(Srv *s, const char *label, const char *extra) {
-    memset(s, 0, sizeof(*s));
-    snprintf(s->label, sizeof(s->label), "%s", label);
-    int n = snprintf(s->dir, sizeof(s->dir), "%s/broker-%s", cfg_g.root, label);
-    if (n < 0 || (size_t)n >= sizeof(s->dir)) return -1;
-    snprintf(s->log, sizeof(s->log), "%s/broker.log", s->dir);
-    if (mkdir(s->dir, 0755) != 0) {
-        fprintf(stderr, "bench: cannot create '%s': %s\n", s->dir, strerror(errno));
-        return -1;
-    }
-    char data[PATH_MAX + 8], port_file[PATH_MAX + 8];
-    snprintf(data, sizeof(data), "%s/data", s->dir);
-    snprintf(port_file, sizeof(port_file), "%s/port", s->dir);
-    char *argv[40] = {cfg_g.petrel, "standalone", "--listen", "127.0.0.1:0", "--data", data,
-                      "--port-file", port_file, "--logLevel=warn"};
-    size_t argc = 9;
-    if (extra) argv[argc++] = (char *)extra;
-    /* BENCH_BROKER_FLAGS: more flags, space-separated (later ones win). */
-    char *flags = strdup(getenv("BENCH_BROKER_FLAGS") ? getenv("BENCH_BROKER_FLAGS") : "");
-    char *save = NULL;
-    for (char *f = flags ? strtok_r(flags, " ", &save) : NULL; f && argc < 39;
-         f = strtok_r(NULL, " ", &save))
-        argv[argc++] = f;
-    argv[argc] = NULL;
-    s->pid = spawn(argv, s->log);
-    free(flags);
-    if (s->pid < 0) {
-        s->pid = 0;
-        return -1;
-    }
-    int64_t deadline = mq_mono_ns() + (int64_t)WAIT_START_MS * 1000000;
-    while (mq_mono_ns() < deadline && !bench_interrupted) {
-        s->port = e2e_read_port(port_file);
-        if (s->port > 0) {
-            snprintf(s->url, sizeof(s->url), "http://127.0.0.1:%d", s->port);
-            return 0;
-        }
-        int ws = 0;
-        if (waitpid(s->pid, &ws, WNOHANG) == s->pid) {
-            fprintf(stderr, "bench: broker %s exited with status %d before listening (log: %s)\n",
-                    label, e2e_exit_status(ws), s->log);
-            s->pid = 0;
-            return -1;
-        }
-        bench_sleep_ms(20);
-    }
-    fprintf(stderr, "bench: broker %s: no port file after %d ms\n", label, WAIT_START_MS);
-    stop_pid(s->pid, 0);
-    s->pid = 0;
-    return -1;
-}
-
-/* srv_stop stops the broker (SIGTERM, then SIGKILL after WAIT_STOP_MS),
- * prints what it logged at warn level and above (anything is worth a look),
- * and removes its directory unless BENCH_KEEP is set. */
-static void srv_stop(Srv *s) {
-    if (s->pid > 0) {
-        int64_t t0 = mq_mono_ns();
-        int st = stop_pid(s->pid, WAIT_STOP_MS);
-        printf("  broker %s stopped: exit status %d after %.0f ms\n", s->label, st,
-               (double)(mq_mono_ns() - t0) / 1e6);
-        if (st != 0) {
-            fprintf(stderr, "bench: broker %s exited with status %d on SIGTERM\n", s->label, st);
-        }
-        s->pid = 0;
-    }
-    FILE *f = s->dir[0] ? fopen(s->log, "r") : NULL;
-    if (f) {
-        char line[512];
-        int n = 0;
-        while (fgets(line, sizeof(line), f)) {
-            if (n++ < 12) printf("  broker %s log: %s", s->label, line);
-        }
-        if (n > 12) printf("  broker %s log: ... %d lines in all\n", s->label, n);
-        fclose(f);
-    }
-    if (s->dir[0] && !cfg_g.keep) mq_rmtree(s->dir);
-    s->dir[0] = '\0';
-    fflush(stdout);
-}
-
-/* ======================================================================
- * Checks before measuring: the first request of each case must be a 200
- * with the expected answer (a bench that measures 400s is useless)
- * ====================================================================== */
-
-/* expect_call sends one request and checks the status and that the answer
- * contains 'needle'; prints the answer otherwise.  With 'root' the answer
- * is also parsed (caller owns *root). */
-static bool expect_call(Http *h, const char *what, const char *method, const char *path,
-                        const char *ctype, const char *body, size_t len, int status,
-                        const char *needle, json_t **root) {
-    const char *resp = NULL;
-    size_t resp_len = 0;
-    int got = http_call(h, method, path, ctype, body, len, &resp, &resp_len);
-    bool ok = got == status && (!needle || strstr(resp, needle));
-    if (ok && root) {
-        *root = json_loadb(resp, resp_len, 0, NULL);
-        ok = *root != NULL;
-    }
-    if (!ok) {
-        fprintf(stderr, "bench: %s: %s %s answered %d (wanted %d with '%s'): %.300s\n", what,
-                method, path, got, status, needle ? needle : "", resp);
-    }
-    return ok;
-}
-
-/* queue_ranges reads the queues of 'topic': min and max offsets into the
- * arrays (up to 'cap' queues); the number of queues, or -1. */
-static int queue_ranges(Http *h, const char *topic, uint64_t *qmin, uint64_t *qmax, int cap) {
-    char path[128];
-    snprintf(path, sizeof(path), "/v1/topics/%s/queues", topic);
-    json_t *root = NULL;
-    if (!expect_call(h, "queues", "GET", path, NULL, NULL, 0, 200, NULL, &root)) return -1;
-    int n = 0;
-    size_t i;
-    json_t *q;
-    json_array_foreach(root, i, q) {
-        if (n == cap) break;
-        qmin[n] = (uint64_t)json_integer_value(json_object_get(q, "minOffset"));
-        qmax[n] = (uint64_t)json_integer_value(json_object_get(q, "maxOffset"));
-        n++;
-    }
-    json_decref(root);
-    return n;
-}
-
-/* ======================================================================
  * 1. Ceiling: bare libmicrohttpd, POST the produce body, 204
  * ====================================================================== */
 
@@ -996,8 +538,8 @@ static Figure run_ceiling(const char *json_script, int round) {
         Http h;
         http_init(&h, port);
         char body[BODY_LEN + 16];
-        size_t len = json_msg(body, 0);
-        ok = expect_call(&h, label, "POST", "/v1/topics/" TOPIC "/messages", "application/json",
+        size_t len = bench_json_msg(body, 0);
+        ok = http_expect(&h, label, "POST", "/v1/topics/" TOPIC "/messages", "application/json",
                          body, len, 204, NULL, NULL);
         http_free(&h);
     }
@@ -1046,7 +588,7 @@ static Figure produce_case(const Srv *a, const char *label, const char *script,
     Http h;
     http_init(&h, a->port);
     json_t *root = NULL;
-    bool ok = expect_call(&h, label, "POST", "/v1/topics/" TOPIC "/messages", ctype, body, len,
+    bool ok = http_expect(&h, label, "POST", "/v1/topics/" TOPIC "/messages", ctype, body, len,
                           200, "SEND_OK", per_req > 1 ? &root : NULL);
     if (ok && per_req > 1 && !batch_ok(root, per_req)) {
         fprintf(stderr, "bench: %s: the batch answer does not hold %zu SEND_OK results\n", label,
@@ -1100,9 +642,9 @@ static void single_rounds(const Srv *a, const Scripts *sc) {
     bool json = a && (bench_wanted("json") || bench_wanted("memory"));
     bool raw = a && bench_wanted("raw");
     char jbody[BODY_LEN + 16];
-    size_t jlen = json_msg(jbody, 0);
+    size_t jlen = bench_json_msg(jbody, 0);
     char rbody[BODY_LEN];
-    make_body(rbody, BODY_LEN, 0);
+    bench_make_body(rbody, BODY_LEN, 0);
     Best bc = {NO_FIGURE, false}, bj = {NO_FIGURE, false}, br = {NO_FIGURE, false};
     for (int i = 1; i <= cfg_g.rounds && !bench_interrupted; i++) {
         char label[16];
@@ -1149,86 +691,6 @@ static void case_batch(const Srv *a, const char *script, const char *body, size_
  * 5. Pull 32 at a time from the page cache
  * ====================================================================== */
 
-typedef struct Filler {
-    int port;
-    const char *body;     /* a batch of PREFILL_BATCH */
-    size_t len;
-    atomic_long *left;    /* messages still to send, shared */
-    bool failed;          /* out */
-} Filler;
-
-static void *filler_main(void *arg) {
-    Filler *f = arg;
-    Http h;
-    http_init(&h, f->port);
-    while (!bench_interrupted && atomic_fetch_sub(f->left, PREFILL_BATCH) > 0) {
-        const char *resp = NULL;
-        size_t n = 0;
-        int st = http_call(&h, "POST", "/v1/topics/" TOPIC "/messages", "application/json",
-                           f->body, f->len, &resp, &n);
-        if (st != 200) {
-            fprintf(stderr, "bench: prefill: answer %d: %.200s\n", st, resp);
-            f->failed = true;
-            break;
-        }
-    }
-    http_free(&h);
-    return NULL;
-}
-
-/* settle_queues waits (up to 10 s) until the queues of TOPIC stop growing
- * (the dispatcher has caught up) and reads them; the queue count or -1. */
-static int settle_queues(Http *h, uint64_t *qmin, uint64_t *qmax, int cap) {
-    uint64_t last = UINT64_MAX;
-    int n = -1;
-    for (int tries = 0; tries < 100 && !bench_interrupted; tries++) {
-        n = queue_ranges(h, TOPIC, qmin, qmax, cap);
-        if (n < 0) return -1;
-        uint64_t sum = 0;
-        for (int q = 0; q < n; q++) sum += qmax[q] - qmin[q];
-        if (sum == last) return n;
-        last = sum;
-        bench_sleep_ms(100);
-    }
-    return n;
-}
-
-/* prefill tops TOPIC up to BENCH_PULL_MSGS messages with batches of
- * PREFILL_BATCH over two connections. */
-static bool prefill(const Srv *a, Http *h) {
-    uint64_t qmin[64], qmax[64];
-    int nq = settle_queues(h, qmin, qmax, 64);
-    if (nq < 0) return false;
-    uint64_t have = 0;
-    for (int q = 0; q < nq; q++) have += qmax[q] - qmin[q];
-    long want = cfg_g.pull_msgs - (long)have;
-    if (want <= 0) return true;
-    size_t len = 0;
-    char *body = json_batch(PREFILL_BATCH, &len);
-    if (!body) return false;
-    atomic_long left;
-    atomic_init(&left, want);
-    Filler f[2];
-    pthread_t tid[2];
-    int started = 0;
-    int64_t t0 = mq_mono_ns();
-    for (int i = 0; i < 2; i++) {
-        f[i] = (Filler){a->port, body, len, &left, false};
-        if (pthread_create(&tid[i], NULL, filler_main, &f[i]) != 0) break;
-        started++;
-    }
-    bool ok = started > 0;
-    for (int i = 0; i < started; i++) {
-        pthread_join(tid[i], NULL);
-        if (f[i].failed) ok = false;
-    }
-    double secs = (double)(mq_mono_ns() - t0) / 1e9;
-    free(body);
-    printf("  prefill    %ld msgs in batches of %d in %.2f s (%.0f msgs/s, 2 connections)\n",
-           want, PREFILL_BATCH, secs, (double)want / secs);
-    return ok && !bench_interrupted;
-}
-
 /* pull_check reads one pull and checks it is FOUND with PULL_MAX bodies of
  * BODY_LEN bytes. */
 static bool pull_check(Http *h, uint64_t offset) {
@@ -1236,7 +698,7 @@ static bool pull_check(Http *h, uint64_t offset) {
     snprintf(path, sizeof(path), "/v1/topics/%s/queues/0/messages?offset=%" PRIu64 "&max=%d",
              TOPIC, offset, PULL_MAX);
     json_t *root = NULL;
-    bool ok = expect_call(h, "pull", "GET", path, NULL, NULL, 0, 200, "\"FOUND\"", &root);
+    bool ok = http_expect(h, "pull", "GET", path, NULL, NULL, 0, 200, "\"FOUND\"", &root);
     json_t *msgs = json_object_get(root, "messages");
     if (ok && (json_array_size(msgs) != PULL_MAX ||
                json_string_length(json_object_get(json_array_get(msgs, 0), "body")) != BODY_LEN)) {
@@ -1254,8 +716,8 @@ static void case_pull(const Srv *a) {
     Http h;
     http_init(&h, a->port);
     uint64_t qmin[64], qmax[64], chunks[64];
-    bool ok = prefill(a, &h);
-    int nq = ok ? settle_queues(&h, qmin, qmax, 64) : -1;
+    bool ok = bench_prefill(a->port, &h, TOPIC, cfg_g.pull_msgs);
+    int nq = ok ? bench_settle_queues(&h, TOPIC, qmin, qmax, 64) : -1;
     uint64_t total = 0;
     for (int q = 0; q < nq; q++) {
         chunks[q] = (qmax[q] - qmin[q]) / PULL_MAX;
@@ -1306,13 +768,14 @@ static void case_sync(const char *script) {
     memset(&w, 0, sizeof(w));
     w.p50_us = w.p99_us = NAN;
     Srv b;
-    bool ok = srv_start(&b, "sync", "--flushDiskType=SYNC_FLUSH") == 0;
+    bool ok = srv_start(&b, cfg_g.petrel, cfg_g.root, "sync",
+                        (const char *const[]){"--flushDiskType=SYNC_FLUSH", NULL}) == 0;
     if (ok) {
         Http h;
         http_init(&h, b.port);
         char body[BODY_LEN + 16];
-        size_t len = json_msg(body, 0);
-        ok = expect_call(&h, "sync", "POST", "/v1/topics/" TOPIC "/messages", "application/json",
+        size_t len = bench_json_msg(body, 0);
+        ok = http_expect(&h, "sync", "POST", "/v1/topics/" TOPIC "/messages", "application/json",
                          body, len, 200, "\"SEND_OK\"", NULL);
         http_free(&h);
         char url[128];
@@ -1333,7 +796,7 @@ static void case_sync(const char *script) {
             }
         }
     }
-    srv_stop(&b);
+    srv_stop(&b, cfg_g.keep);
     if (!ok) case_errors++;
     r = row_add("msgs/s", f.rate, "SYNC_FLUSH produce JSON, %d conns", cfg_g.conns);
     if (!isnan(fsync)) row_ceiling(r, fsync, "fsync/s", "raw");
@@ -1345,179 +808,15 @@ static void case_sync(const char *script) {
 /* ======================================================================
  * 7. Produce -> long-polling pull latency at a paced rate
  *
- * BENCH_LAT_PRODUCERS threads, one keep-alive connection each, share the
- * schedule: message 'seq' is due at t0 + seq / rate and is sent by
- * producer seq % producers (late sends go at once; the latency clock
- * starts at the send, so the schedule's slack is not counted).  Each body
- * carries its sequence number; one consumer thread long-polls the
- * one-queue topic (waitMs) and, when an answer has arrived, takes the
- * latency of every message in it: arrival - send time.  Messages sent in
- * the first BENCH_LAT_WARMUP_MS are left out of the judged percentiles
- * (printed apart): the first message of a fresh broker or queue waits tens
- * of ms while the store creates and preallocates its files.
+ * BENCH_LAT_PRODUCERS paced producers (benchlib's LatRun) send each
+ * body with its sequence number; one consumer thread (lat_pull_main)
+ * long-polls the one-queue topic (waitMs) and, when an answer has arrived,
+ * takes the latency of every message in it: arrival - send time.  Messages
+ * sent in the first BENCH_LAT_WARMUP_MS are left out of the judged
+ * percentiles (printed apart): the first message of a fresh broker or
+ * queue waits tens of ms while the store creates and preallocates its
+ * files.
  * ====================================================================== */
-
-typedef struct LatRun {
-    int port;
-    double rate;                 /* msgs/s, all producers together */
-    int producers;
-    uint64_t cap;                /* sequence numbers available */
-    _Atomic int64_t *sent_ns;    /* per seq: mq_mono_ns() before its send; 0 = not sent */
-    int64_t t0;                  /* the schedule's origin */
-    int64_t warmup_ns;           /* messages sent before t0 + this are not judged */
-    int64_t end;                 /* nothing is due at or after this */
-    atomic_uint_fast64_t sent;   /* produces answered SEND_OK */
-    _Atomic int64_t last_ns;     /* when the last send started */
-    atomic_int producers_left;
-    atomic_bool failed;
-} LatRun;
-
-typedef struct LatProducer {
-    LatRun *run;
-    int idx;
-    Hist rtt;      /* produce round trip, ns */
-    uint64_t late; /* sends that started more than 1 ms behind their due time */
-} LatProducer;
-
-typedef struct LatConsumer {
-    LatRun *run;
-    FILE *dump;        /* BENCH_LAT_DUMP: "<send ms since t0> <latency us>" lines, or NULL */
-    Hist lat;          /* produce -> consumer, ns, sent after the warm-up */
-    Hist all;          /* the same, every message */
-    uint64_t received; /* messages */
-    uint64_t dups;     /* messages seen twice */
-    uint64_t unknown;  /* bodies that name no sent sequence number */
-    uint64_t polls;
-    uint64_t empty;    /* polls answered without messages */
-} LatConsumer;
-
-static void sleep_until(int64_t t_ns) {
-    struct timespec ts = {(time_t)(t_ns / 1000000000), (long)(t_ns % 1000000000)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR &&
-           !bench_interrupted) {
-    }
-}
-
-/* lat_msg writes {"body":"seq=<12 digits>;<padding>"} (BODY_LEN body). */
-static size_t lat_msg(char *out, uint64_t seq) {
-    size_t n = json_msg(out, (unsigned)seq);
-    char tag[20];
-    snprintf(tag, sizeof(tag), "seq=%012" PRIu64 ";", (uint64_t)(seq % 1000000000000ull));
-    memcpy(out + 9, tag, strlen(tag));
-    return n;
-}
-
-static void *lat_producer_main(void *arg) {
-    LatProducer *p = arg;
-    LatRun *run = p->run;
-    prctl(PR_SET_TIMERSLACK, 1UL); /* wake on time, not up to 50 us late */
-    Http h;
-    http_init(&h, run->port);
-    char body[BODY_LEN + 16];
-    for (uint64_t seq = (uint64_t)p->idx; seq < run->cap; seq += (uint64_t)run->producers) {
-        int64_t due = run->t0 + (int64_t)((double)seq * 1e9 / run->rate);
-        if (due >= run->end || bench_interrupted || atomic_load(&run->failed)) break;
-        sleep_until(due);
-        size_t len = lat_msg(body, seq);
-        int64_t t = mq_mono_ns();
-        if (t - due > 1000000) p->late++;
-        atomic_store_explicit(&run->sent_ns[seq], t, memory_order_release);
-        int64_t last = atomic_load(&run->last_ns);
-        while (t > last && !atomic_compare_exchange_weak(&run->last_ns, &last, t)) {
-        }
-        const char *resp = NULL;
-        size_t n = 0;
-        int st = http_call(&h, "POST", "/v1/topics/" LAT_TOPIC "/messages", "application/json",
-                           body, len, &resp, &n);
-        hist_add(&p->rtt, (uint64_t)(mq_mono_ns() - t));
-        if (st != 200 || !strstr(resp, "\"SEND_OK\"")) {
-            fprintf(stderr, "bench: latency: produce answered %d: %.200s\n", st, resp);
-            atomic_store(&run->failed, true);
-            break;
-        }
-        atomic_fetch_add(&run->sent, 1);
-    }
-    atomic_fetch_sub(&run->producers_left, 1);
-    http_free(&h);
-    return NULL;
-}
-
-static bool starts_with(const char *s, const char *prefix) {
-    return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
-/* lat_take records the messages of one poll answer received at 't'.  The
- * answer's text is scanned rather than parsed (a full JSON parse of every
- * answer cost this process a third of a core, on the broker's CPUs): each
- * message's body starts with "seq=<12 digits>;".  Returns the number of
- * messages seen. */
-static size_t lat_take(LatConsumer *c, const char *resp, int64_t t, uint8_t *seen) {
-    static const char key[] = "\"body\":\"seq=";
-    LatRun *run = c->run;
-    size_t n = 0;
-    for (const char *p = strstr(resp, key); p; p = strstr(p + 1, key)) {
-        unsigned long long seq = 0;
-        n++;
-        c->received++;
-        if (sscanf(p + sizeof(key) - 1, "%12llu;", &seq) != 1 || seq >= run->cap) {
-            c->unknown++;
-            continue;
-        }
-        int64_t ts = atomic_load_explicit(&run->sent_ns[seq], memory_order_acquire);
-        if (ts == 0) {
-            c->unknown++;
-            continue;
-        }
-        if (seen[seq]++) {
-            c->dups++;
-            continue;
-        }
-        hist_add(&c->all, (uint64_t)(t - ts));
-        if (ts >= run->t0 + run->warmup_ns) hist_add(&c->lat, (uint64_t)(t - ts));
-        if (c->dump)
-            fprintf(c->dump, "%.3f %.1f\n", (double)(ts - run->t0) / 1e6, (double)(t - ts) / 1e3);
-    }
-    return n;
-}
-
-static void *lat_consumer_main(void *arg) {
-    LatConsumer *c = arg;
-    LatRun *run = c->run;
-    uint8_t *seen = calloc(run->cap, 1);
-    Http h;
-    http_init(&h, run->port);
-    uint64_t offset = 0;
-    int64_t give_up = run->end + 5 * (int64_t)1000000000;
-    while (seen && !bench_interrupted && mq_mono_ns() < give_up && !atomic_load(&run->failed)) {
-        if (atomic_load(&run->producers_left) == 0 &&
-            c->received - c->unknown - c->dups >= atomic_load(&run->sent))
-            break;
-        char path[160];
-        snprintf(path, sizeof(path),
-                 "/v1/topics/%s/queues/0/messages?offset=%" PRIu64 "&max=1000&waitMs=500",
-                 LAT_TOPIC, offset);
-        const char *resp = NULL;
-        size_t n = 0;
-        int st = http_call(&h, "GET", path, NULL, NULL, 0, &resp, &n);
-        int64_t t = mq_mono_ns(); /* the consumer has the messages */
-        const char *next = st == 200 ? strstr(resp, "\"nextOffset\":") : NULL;
-        unsigned long long off = 0;
-        bool good = next && sscanf(next + 13, "%llu", &off) == 1 &&
-                    (starts_with(resp, "{\"status\":\"FOUND\",") ||
-                     starts_with(resp, "{\"status\":\"NO_NEW_MSG\","));
-        if (!good) {
-            fprintf(stderr, "bench: latency: pull answered %d: %.200s\n", st, resp);
-            atomic_store(&run->failed, true);
-            break;
-        }
-        c->polls++;
-        if (lat_take(c, resp, t, seen) == 0) c->empty++;
-        offset = off;
-    }
-    free(seen);
-    http_free(&h);
-    return NULL;
-}
 
 /* lat_topic creates the one-queue topic of the case. */
 static bool lat_topic(int port) {
@@ -1535,25 +834,16 @@ static bool lat_topic(int port) {
 
 static void case_latency(const Srv *a) {
     LatRun run;
-    memset(&run, 0, sizeof(run));
-    run.port = a->port;
-    run.rate = cfg_g.lat_rate;
-    run.producers = cfg_g.lat_producers;
-    run.cap = (uint64_t)(run.rate * cfg_g.secs) + 16;
-    run.warmup_ns = (int64_t)cfg_g.lat_warmup_ms * 1000000;
-    run.sent_ns = calloc(run.cap, sizeof(*run.sent_ns));
-    atomic_init(&run.sent, 0);
-    atomic_init(&run.last_ns, 0);
-    atomic_init(&run.producers_left, run.producers);
-    atomic_init(&run.failed, false);
+    bool run_ok = lat_run_init(&run, a->port, LAT_TOPIC, cfg_g.lat_rate, cfg_g.lat_producers,
+                               cfg_g.secs, (int64_t)cfg_g.lat_warmup_ms * 1000000);
     LatProducer *prod = calloc((size_t)run.producers, sizeof(*prod));
     LatConsumer *cons = calloc(1, sizeof(*cons));
     pthread_t *tid = calloc((size_t)run.producers + 1, sizeof(*tid));
-    bool ok = run.sent_ns && prod && cons && tid && lat_topic(a->port);
+    bool ok = run_ok && prod && cons && tid && lat_topic(a->port);
     double rate = NAN, p50 = NAN, p99 = NAN;
     int started = 0;
-    double srv0 = cpu_secs(a->pid), self0 = cpu_secs(0);
-    SysCpu sys0 = sys_cpu();
+    double srv0 = bench_cpu_secs(a->pid), self0 = bench_cpu_secs(0);
+    SysCpu sys0 = bench_sys_cpu();
     int64_t wall0 = mq_mono_ns();
     const char *dump = getenv("BENCH_LAT_DUMP");
     if (ok && dump && *dump && !(cons->dump = fopen(dump, "w")))
@@ -1562,7 +852,7 @@ static void case_latency(const Srv *a) {
         cons->run = &run;
         run.t0 = mq_mono_ns() + 100 * 1000000; /* the threads start meanwhile */
         run.end = run.t0 + (int64_t)cfg_g.secs * 1000000000;
-        ok = pthread_create(&tid[0], NULL, lat_consumer_main, cons) == 0;
+        ok = pthread_create(&tid[0], NULL, lat_pull_main, cons) == 0;
         started = ok ? 1 : 0;
         for (int i = 0; ok && i < run.producers; i++) {
             prod[i].run = &run;
@@ -1578,8 +868,8 @@ static void case_latency(const Srv *a) {
     }
     for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
     double wall = (double)(mq_mono_ns() - wall0) / 1e9;
-    double srv = (cpu_secs(a->pid) - srv0) / wall, self = (cpu_secs(0) - self0) / wall;
-    SysCpu sys1 = sys_cpu();
+    double srv = (bench_cpu_secs(a->pid) - srv0) / wall, self = (bench_cpu_secs(0) - self0) / wall;
+    SysCpu sys1 = bench_sys_cpu();
     double others = (sys1.procs - sys0.procs + sys1.softirq - sys0.softirq) / wall - srv - self;
     printf("  %-10s cpu (cores of %ld): server %.2f, this bench %.2f, others %.2f\n", "latency",
            sysconf(_SC_NPROCESSORS_ONLN), srv, self, others);
@@ -1627,7 +917,7 @@ static void case_latency(const Srv *a) {
         rate = NAN;
     }
     if (cons && cons->dump) fclose(cons->dump);
-    free(run.sent_ns);
+    lat_run_free(&run);
     free(prod);
     free(cons);
     free(tid);
@@ -1673,11 +963,11 @@ static int setup(void) {
 
 static bool write_scripts(Scripts *s) {
     char json[BODY_LEN + 16];
-    json_msg(json, 0);
+    bench_json_msg(json, 0);
     char raw[BODY_LEN + 1];
-    make_body(raw, BODY_LEN, 0);
+    bench_make_body(raw, BODY_LEN, 0);
     raw[BODY_LEN] = '\0';
-    s->batch_body = json_batch(BATCH_COUNT, &s->batch_len);
+    s->batch_body = bench_json_batch(BATCH_COUNT, &s->batch_len);
     s->json = write_post_script("post-json.lua", "application/json", json, NULL);
     s->raw = write_post_script("post-raw.lua", "application/octet-stream", raw, NULL);
     s->batch = s->batch_body
@@ -1700,10 +990,10 @@ static void async_cases(const Scripts *sc) {
     Srv a;
     long idle_kib = -1;
     long after_kib = -1;
-    bool up = srv_start(&a, "async", NULL) == 0;
+    bool up = srv_start(&a, cfg_g.petrel, cfg_g.root, "async", NULL) == 0;
     if (up) {
         bench_sleep_ms(500); /* let start-up finish: segment preparation, threads */
-        idle_kib = rss_anon_kib(a.pid);
+        idle_kib = bench_rss_anon_kib(a.pid);
         printf("  broker async on port %d (pid %d); RssAnon idle %.1f MiB\n", a.port, (int)a.pid,
                (double)idle_kib / 1024);
         single_rounds(&a, sc);
@@ -1714,11 +1004,11 @@ static void async_cases(const Scripts *sc) {
             case_batch(&a, sc->batch, sc->batch_body, sc->batch_len);
         if (!bench_interrupted && bench_wanted("pull")) case_pull(&a);
         bench_sleep_ms(1000);
-        after_kib = rss_anon_kib(a.pid);
+        after_kib = bench_rss_anon_kib(a.pid);
     } else {
         case_errors++;
     }
-    srv_stop(&a);
+    srv_stop(&a, cfg_g.keep);
     Row *r = row_add("MiB", idle_kib >= 0 ? (double)idle_kib / 1024 : NAN,
                      "broker RssAnon idle (after start)");
     row_target(r, r->value, false, 16, "< 16 MiB");
