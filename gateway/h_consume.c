@@ -18,12 +18,14 @@
  * autoCreateSubscriptionGroup is on (receive and stream), else 404.
  */
 #include "handlers.h"
+#include "ack_req.h"
 #include "req.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "broker.h"
 #include "jw.h"
@@ -36,7 +38,6 @@
 #define WAIT_MAX_MS 30000
 #define WAIT_DEFAULT_MS 15000
 #define NACK_DELAY_MAX_MS 43200000
-#define ACK_MAX 1000             /* receipt handles of one ack */
 #define CLIENT_ID_MAX 255
 #define STREAM_DEFAULT_MAX 32    /* messages fetched per stream read */
 #define STREAM_BLOCK 65536       /* MHD's buffer for the stream */
@@ -553,61 +554,37 @@ enum MHD_Result h_consume_ack(GwRequest *r, const RtMatch *m) {
     enum MHD_Result ret;
     const char *group = group_param(r, m, &ret);
     if (!group) return ret;
-    json_t *root = NULL;
+    const char *ct = gw_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (ct && strncasecmp(ct, "application/json", 16) != 0)
+        return gw_reply_error(r, 415, NULL, "Content-Type must be application/json");
+    AckReq a;
     GwProblem prob = {0};
-    static const char *const names[] = {"topic", "receiptHandles", NULL};
-    json_t *v[2];
-    const char *topic = NULL;
-    if (!gw_json_object(r, true, &root, &prob) || !gw_json_fields(root, names, v, "", &prob) ||
-        !topic_field(v[0], &topic, &prob)) {
-        json_decref(root);
+    if (!ack_decode_fast(r->body, r->body_len, &a) &&
+        !ack_decode_json(r->body, r->body_len, &a, &prob))
         return gw_reply_problem(r, &prob);
-    }
-    size_t n = json_is_array(v[1]) ? json_array_size(v[1]) : 0;
-    if (!json_is_array(v[1]) || n == 0 || n > ACK_MAX) {
-        json_decref(root);
-        return gw_reply_error(r, 400, "INVALID_FIELD", "'receiptHandles' must be an array of "
-                              "1..%d receipt handles", ACK_MAX);
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!json_is_string(json_array_get(v[1], i))) {
-            json_decref(root);
-            return gw_reply_error(r, 400, "INVALID_FIELD", "receiptHandles[%zu] must be a "
-                                  "string", i);
-        }
-    }
     MetaGroup g;
     if (!ack_group(r, group, &g, &ret)) {
-        json_decref(root);
+        ack_req_free(&a);
         return ret;
     }
-    const char **hs = malloc(n * sizeof(*hs));
-    size_t *lens = malloc(n * sizeof(*lens));
-    PopResult *res = malloc(n * sizeof(*res));
-    int rc = hs && lens && res ? MQ_OK : MQ_ERR_NOMEM;
-    for (size_t i = 0; rc == MQ_OK && i < n; i++) {
-        json_t *h = json_array_get(v[1], i);
-        hs[i] = json_string_value(h);
-        lens[i] = json_string_length(h);
-    }
-    if (rc == MQ_OK) rc = pop_ack(broker_pop(gw_broker(r)), &g, topic, hs, lens, n, res);
+    PopResult *res = malloc(a.n * sizeof(*res));
+    int rc = res ? pop_ack(broker_pop(gw_broker(r)), &g, a.topic, a.handles, a.lens, a.n, res)
+                 : MQ_ERR_NOMEM;
     JsonW w;
-    jw_init(&w, 32 + n * 96);
+    jw_init(&w, 32 + a.n * 96);
     jw_lit(&w, "{\"results\":[");
-    for (size_t i = 0; rc == MQ_OK && i < n; i++) {
+    for (size_t i = 0; rc == MQ_OK && i < a.n; i++) {
         if (i) jw_lit(&w, ",");
         jw_lit(&w, "{\"receiptHandle\":");
-        jw_str(&w, hs[i], lens[i]);
+        jw_str(&w, a.handles[i], a.lens[i]);
         jw_lit(&w, ",\"status\":\"");
         const char *name = pop_result_name(res[i]);
         jw_raw(&w, name, strlen(name));
         jw_lit(&w, "\"}");
     }
     jw_lit(&w, "]}");
-    free(hs);
-    free(lens);
     free(res);
-    json_decref(root);
+    ack_req_free(&a);
     if (rc != MQ_OK) {
         jw_free(&w);
         return gw_reply_err(r, rc, "ack");
