@@ -231,7 +231,9 @@ static int journal_append(PopEngine *e, const uint8_t *body, size_t len, int64_t
     m.body = mq_slice((const char *)body, len);
     m.props = mq_slice("", 0);
     ClAppendResult res;
-    int rc = store_put(e->cfg.store, &m, 1, &res);
+    /* Nobody waits for journal records to be dispatched (replay reads
+     * them after store_wait_dispatched): don't wake the dispatcher. */
+    int rc = store_put_lazy(e->cfg.store, &m, 1, &res, true);
     if (rc != MQ_OK) return rc;
     int64_t next = (int64_t)res.queue_off + 1;
     int_fast64_t cur = atomic_load(&e->journal_next);
@@ -422,8 +424,9 @@ typedef struct Walk {
     PopDelivery *out;
     size_t n;
     int64_t now;
-    int err;   /* first append error */
-    bool more; /* a queue was left with messages not looked at */
+    int err;         /* first append error */
+    bool more;       /* a queue was left with messages not looked at */
+    ReceiptKey rkey; /* MAC key of the group and topic */
 } Walk;
 
 static void deliver(Walk *w, PopQueue *q, const PopEntry *en, uint64_t phys_off) {
@@ -433,7 +436,7 @@ static void deliver(Walk *w, PopQueue *q, const PopEntry *en, uint64_t phys_off)
     d->retry = q->retry;
     Receipt r = {.retry = q->retry, .queue_id = q->queue_id, .queue_off = en->queue_off,
                  .seq = en->seq};
-    receipt_encode(w->e->key, q->group, q->topic, &r, d->handle);
+    receipt_encode(&w->rkey, &r, d->handle);
 }
 
 /* Is the record one this receive wants: the filter, and for a retry
@@ -616,6 +619,7 @@ int pop_receive(PopEngine *e, const PopRequest *req, PopDelivery *out, size_t *n
     size_t total = (size_t)req->read_queues + retry_queues;
     if (total == 0) return MQ_OK;
     Walk w = {.e = e, .req = req, .out = out, .n = 0, .now = now_ms(e), .err = MQ_OK};
+    receipt_key_derive(e->key, req->group->name, req->topic, &w.rkey);
     size_t start = (size_t)(atomic_fetch_add(&e->rr, 1) % total);
     for (size_t k = 0; k < total && w.n < req->max_messages; k++) {
         size_t i = (start + k) % total;
@@ -676,10 +680,12 @@ int pop_ack(PopEngine *e, const MetaGroup *group, const char *topic, const char 
     Handle *hs = malloc((n ? n : 1) * sizeof(*hs));
     if (!hs) return MQ_ERR_NOMEM;
     size_t nh = 0;
+    ReceiptKey rkey;
+    receipt_key_derive(e->key, group->name, topic, &rkey);
     for (size_t i = 0; i < n; i++) {
         results[i] = POP_INVALID;
         Receipt r;
-        if (receipt_decode(e->key, group->name, topic, handles[i], lens[i], &r) == MQ_OK)
+        if (receipt_decode(&rkey, handles[i], lens[i], &r) == MQ_OK)
             hs[nh++] = (Handle){r, i};
     }
     qsort(hs, nh, sizeof(*hs), cmp_handle);
@@ -697,6 +703,7 @@ int pop_ack(PopEngine *e, const MetaGroup *group, const char *topic, const char 
         }
         pthread_mutex_lock(&q->mu);
         Change c = {.ack_off = q->ack_off, .next_off = q->next_off};
+        bool was_full = q->live >= e->cfg.inflight_max;
         int rc = MQ_OK;
         for (size_t k = i; k < j && rc == MQ_OK && !q->dead; k++) {
             ptrdiff_t at = ent_find(q, hs[k].r.queue_off);
@@ -724,7 +731,10 @@ int pop_ack(PopEngine *e, const MetaGroup *group, const char *topic, const char 
         } else if (err == MQ_OK) {
             err = rc;
         }
-        bool freed = group->orderly && q->live == 0 && c.n > 0;
+        /* Receivers may wait for this queue: an orderly one that is done
+         * with its run, or one that was at the in-flight limit. */
+        bool freed = c.n > 0 && ((group->orderly && q->live == 0) ||
+                                 (was_full && q->live < e->cfg.inflight_max));
         pthread_mutex_unlock(&q->mu);
         if (freed) kick(e, q);
         free(c.ents);
@@ -739,7 +749,9 @@ int pop_nack(PopEngine *e, const MetaGroup *group, const char *topic, const char
     if (!e || !group || !topic || !handle || !result) return MQ_ERR_INVAL;
     *result = POP_INVALID;
     Receipt r;
-    if (receipt_decode(e->key, group->name, topic, handle, len, &r) != MQ_OK) return MQ_OK;
+    ReceiptKey rkey;
+    receipt_key_derive(e->key, group->name, topic, &rkey);
+    if (receipt_decode(&rkey, handle, len, &r) != MQ_OK) return MQ_OK;
     *result = POP_EXPIRED;
     PopQueue *q = queue_get(e, group->name, topic, r.retry, r.queue_id, GET_ONLY);
     if (!q) return MQ_OK;
@@ -940,6 +952,7 @@ static size_t revive_queue(PopEngine *e, PopQueue *q, int64_t now) {
 
     pthread_mutex_lock(&q->mu);
     Change c = {.ack_off = q->ack_off, .next_off = q->next_off};
+    bool was_full = q->live >= e->cfg.inflight_max;
     int rc = MQ_OK;
     bool waits = false;
     for (size_t i = 0; i < nd && rc == MQ_OK && !q->dead; i++) {
@@ -966,7 +979,8 @@ static size_t revive_queue(PopEngine *e, PopQueue *q, int64_t now) {
     if (rc == MQ_OK && c.n > 0 && !q->retry)
         meta_offset_set(e->cfg.meta, q->group, q->topic, q->queue_id, q->ack_off);
     size_t moved = rc == MQ_OK ? c.n : 0;
-    bool freed = orderly && (waits || q->live == 0);
+    bool freed = (orderly && (waits || q->live == 0)) ||
+                 (was_full && q->live < e->cfg.inflight_max);
     pthread_mutex_unlock(&q->mu);
     if (rc != MQ_OK) MQ_WARN("cannot journal expired deliveries: %s", mq_strerror(rc));
     free(c.ents);

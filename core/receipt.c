@@ -5,6 +5,7 @@
  */
 #include "receipt.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #include "mq.h"
@@ -12,8 +13,11 @@
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
 
 static uint64_t get_le64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
     return v;
 }
 
@@ -71,15 +75,10 @@ uint64_t receipt_siphash(const uint8_t key[RECEIPT_KEY_LEN], const void *p, size
     return s.v0 ^ s.v1 ^ s.v2 ^ s.v3;
 }
 
-/* The MAC input: the 18 handle bytes, then group and topic, each after a
- * one-byte length (names are at most 255 bytes; longer ones are cut, which
- * only weakens the binding for names the broker never accepts). */
-static uint64_t mac_of(const uint8_t key[RECEIPT_KEY_LEN], const uint8_t head[18],
-                       const char *group, const char *topic) {
-    uint8_t buf[18 + 2 + 255 + 255];
-    size_t n = 0;
-    memcpy(buf, head, 18);
-    n = 18;
+void receipt_key_derive(const uint8_t secret[RECEIPT_KEY_LEN], const char *group,
+                        const char *topic, ReceiptKey *out) {
+    uint8_t buf[1 + 2 + 255 + 255];
+    size_t n = 1;
     const char *names[2] = {group, topic};
     for (int i = 0; i < 2; i++) {
         size_t l = strlen(names[i]);
@@ -88,7 +87,10 @@ static uint64_t mac_of(const uint8_t key[RECEIPT_KEY_LEN], const uint8_t head[18
         memcpy(buf + n, names[i], l);
         n += l;
     }
-    return receipt_siphash(key, buf, n);
+    for (int half = 0; half < 2; half++) {
+        buf[0] = (uint8_t)(half + 1);
+        put_le(out->k + 8 * half, receipt_siphash(secret, buf, n), 8);
+    }
 }
 
 static void pack_head(const Receipt *r, uint8_t head[18]) {
@@ -99,12 +101,11 @@ static void pack_head(const Receipt *r, uint8_t head[18]) {
     put_le(head + 14, r->seq, 4);
 }
 
-void receipt_encode(const uint8_t key[RECEIPT_KEY_LEN], const char *group, const char *topic,
-                    const Receipt *r, char out[RECEIPT_LEN + 1]) {
+void receipt_encode(const ReceiptKey *key, const Receipt *r, char out[RECEIPT_LEN + 1]) {
     static const char hex[] = "0123456789ABCDEF";
     uint8_t b[RECEIPT_BYTES];
     pack_head(r, b);
-    put_le(b + 18, mac_of(key, b, group, topic), 8);
+    put_le(b + 18, receipt_siphash(key->k, b, 18), 8);
     for (size_t i = 0; i < RECEIPT_BYTES; i++) {
         out[2 * i] = hex[b[i] >> 4];
         out[2 * i + 1] = hex[b[i] & 15];
@@ -112,25 +113,31 @@ void receipt_encode(const uint8_t key[RECEIPT_KEY_LEN], const char *group, const
     out[RECEIPT_LEN] = '\0';
 }
 
-static int hex_val(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
+/* Hex digit values; -1 for every other byte. */
+static signed char hex_table[256];
+
+static void hex_table_init(void) {
+    memset(hex_table, -1, sizeof(hex_table));
+    for (int i = 0; i < 10; i++) hex_table['0' + i] = (signed char)i;
+    for (int i = 0; i < 6; i++) {
+        hex_table['a' + i] = (signed char)(10 + i);
+        hex_table['A' + i] = (signed char)(10 + i);
+    }
 }
 
-int receipt_decode(const uint8_t key[RECEIPT_KEY_LEN], const char *group, const char *topic,
-                   const char *s, size_t len, Receipt *out) {
-    if (!s || !group || !topic || !out || len != RECEIPT_LEN) return MQ_ERR_INVAL;
+int receipt_decode(const ReceiptKey *key, const char *s, size_t len, Receipt *out) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    if (!key || !s || !out || len != RECEIPT_LEN) return MQ_ERR_INVAL;
+    pthread_once(&once, hex_table_init);
     uint8_t b[RECEIPT_BYTES];
     for (size_t i = 0; i < RECEIPT_BYTES; i++) {
-        int hi = hex_val(s[2 * i]);
-        int lo = hex_val(s[2 * i + 1]);
+        int hi = hex_table[(unsigned char)s[2 * i]];
+        int lo = hex_table[(unsigned char)s[2 * i + 1]];
         if (hi < 0 || lo < 0) return MQ_ERR_INVAL;
         b[i] = (uint8_t)(hi << 4 | lo);
     }
     if (b[0] != RECEIPT_VERSION || (b[1] & ~1u) != 0) return MQ_ERR_INVAL;
-    if (get_le(b + 18, 8) != mac_of(key, b, group, topic)) return MQ_ERR_INVAL;
+    if (get_le(b + 18, 8) != receipt_siphash(key->k, b, 18)) return MQ_ERR_INVAL;
     Receipt r = {
         .retry = b[1] & 1,
         .queue_id = (uint32_t)get_le(b + 2, 4),

@@ -16,10 +16,12 @@
  *          other bits 0
  *   seq    the delivery number of that message (pop.c counts them), so a
  *          handle of an earlier delivery is told apart from the current one
- *   MAC    SipHash-2-4 under the broker's 16-byte secret of the first 18
- *          bytes, the group name and the subscribed topic name (each
- *          prefixed by its length): a handle made up by a client, changed
+ *   MAC    SipHash-2-4 of the first 18 bytes under a key derived from the
+ *          broker's 16-byte secret, the group name and the subscribed topic
+ *          name (receipt_key_derive): a handle made up by a client, changed
  *          in one bit, or made for another group or topic does not verify.
+ *          The derived key is computed once per request, so each handle
+ *          costs one SipHash of 18 bytes.
  *
  * Pure functions; thread-safe.
  */
@@ -42,17 +44,25 @@ typedef struct Receipt {
     uint32_t seq;       /* delivery number, >= 1 */
 } Receipt;
 
-/* receipt_encode writes the handle of 'r' for ('group', 'topic') under
- * 'key' into 'out' (RECEIPT_LEN upper-case hex digits + NUL). */
-void receipt_encode(const uint8_t key[RECEIPT_KEY_LEN], const char *group, const char *topic,
-                    const Receipt *r, char out[RECEIPT_LEN + 1]);
+/* The MAC key of one (group, topic): the SipHash, under the broker's
+ * secret, of 0x01 or 0x02 (for each half), the group's length (one byte,
+ * names longer than 255 bytes cut) and bytes, the topic's length and
+ * bytes. */
+typedef struct ReceiptKey {
+    uint8_t k[RECEIPT_KEY_LEN];
+} ReceiptKey;
+
+void receipt_key_derive(const uint8_t secret[RECEIPT_KEY_LEN], const char *group,
+                        const char *topic, ReceiptKey *out);
+
+/* receipt_encode writes the handle of 'r' under 'key' (of its group and
+ * topic) into 'out' (RECEIPT_LEN upper-case hex digits + NUL). */
+void receipt_encode(const ReceiptKey *key, const Receipt *r, char out[RECEIPT_LEN + 1]);
 
 /* receipt_decode checks the 'len' characters at 's' (hex, either case)
- * for ('group', 'topic') under 'key' and fills '*out'.  MQ_OK, or
- * MQ_ERR_INVAL when the length, a digit, the version, the flags or the MAC
- * is wrong ('*out' untouched). */
-int receipt_decode(const uint8_t key[RECEIPT_KEY_LEN], const char *group, const char *topic,
-                   const char *s, size_t len, Receipt *out);
+ * under 'key' and fills '*out'.  MQ_OK, or MQ_ERR_INVAL when the length, a
+ * digit, the version, the flags or the MAC is wrong ('*out' untouched). */
+int receipt_decode(const ReceiptKey *key, const char *s, size_t len, Receipt *out);
 
 /* receipt_siphash is SipHash-2-4 of the 'len' bytes at 'p' under 'key'
  * (exposed for its test vectors). */

@@ -909,6 +909,11 @@ static int reserve_locked(CommitLog *cl, size_t total, MappedFile **seg_out, uin
 }
 
 int cl_append(CommitLog *cl, const ClMessage *msgs, size_t count, ClAppendResult *res) {
+    return cl_append_ex(cl, msgs, count, res, true);
+}
+
+int cl_append_ex(CommitLog *cl, const ClMessage *msgs, size_t count, ClAppendResult *res,
+                 bool notify) {
     if (count == 0) return MQ_ERR_INVAL;
     size_t total = 0;
     for (size_t i = 0; i < count; i++) {
@@ -988,7 +993,7 @@ int cl_append(CommitLog *cl, const ClMessage *msgs, size_t count, ClAppendResult
     store64(&cl->write_pos, pos + at);
     pthread_mutex_unlock(&cl->append_lock);
     if (q != qe) free(q);
-    if (cl->cfg.on_append) cl->cfg.on_append(cl->cfg.on_append_arg);
+    if (notify && cl->cfg.on_append) cl->cfg.on_append(cl->cfg.on_append_arg);
     return MQ_OK;
 }
 

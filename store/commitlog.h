@@ -182,6 +182,12 @@ int cl_recover(CommitLog *cl, uint64_t from, uint64_t *end);
  * disk sync.  Any thread. */
 int cl_append(CommitLog *cl, const ClMessage *msgs, size_t count, ClAppendResult *res);
 
+/* cl_append_ex is cl_append that calls ClConfig.on_append only when
+ * 'notify' (the store's dispatcher then finds the records at its next
+ * wake-up or tick instead of at once). */
+int cl_append_ex(CommitLog *cl, const ClMessage *msgs, size_t count, ClAppendResult *res,
+                 bool notify);
+
 /* A sync-flush waiter, owned by the caller (no allocation per request).
  * It must stay valid until 'done' has been called. */
 typedef struct ClFlushWaiter {

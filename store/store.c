@@ -816,9 +816,14 @@ void store_close(Store *st) {
  * ====================================================================== */
 
 int store_put(Store *st, const ClMessage *msgs, size_t count, ClAppendResult *res) {
+    return store_put_lazy(st, msgs, count, res, false);
+}
+
+int store_put_lazy(Store *st, const ClMessage *msgs, size_t count, ClAppendResult *res,
+                   bool lazy) {
     for (size_t i = 0; i < count; i++)
         if (!topic_is_safe(msgs[i].topic)) return MQ_ERR_INVAL;
-    return cl_append(st->cl, msgs, count, res);
+    return cl_append_ex(st->cl, msgs, count, res, !lazy);
 }
 
 int store_wait_flush(Store *st, ClFlushWaiter *w, uint64_t upto,

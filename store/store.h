@@ -78,6 +78,14 @@ void store_close(Store *st);
 /* store_put appends 'count' messages as one unit (see cl_append). */
 int store_put(Store *st, const ClMessage *msgs, size_t count, ClAppendResult *res);
 
+/* store_put_lazy is store_put that, with 'lazy', does not wake the
+ * dispatcher: the records reach their consume queue with the next append
+ * that does, or at the dispatcher's tick (100 ms).  For records nobody
+ * waits for (the receive journal), whose wake-ups cost more than the
+ * append (docs/bench.md). */
+int store_put_lazy(Store *st, const ClMessage *msgs, size_t count, ClAppendResult *res,
+                   bool lazy);
+
 /* store_wait_flush: see cl_flush_wait. */
 int store_wait_flush(Store *st, ClFlushWaiter *w, uint64_t upto,
                      void (*done)(void *arg, int status), void *arg);
