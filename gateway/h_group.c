@@ -154,6 +154,13 @@ static bool decode_entry(GwRequest *r, json_t *o, const char *where, OffEntry *e
  * queue the group receives from (pop.h) restarts there too. */
 static enum MHD_Result store_entries(GwRequest *r, const char *group, const OffEntry *es,
                                      size_t n) {
+    /* A broadcast group's consumers keep their own offsets (RocketMQ's
+     * LocalFileOffsetStore): the broker keeps none for it. */
+    MetaGroup g;
+    if (group_get(broker_groups(gw_broker(r)), group, &g) == MQ_OK && g.broadcast) {
+        return gw_reply_error(r, 409, "BROADCAST_GROUP", "group '%s' is a broadcast group: its "
+                              "consumers keep their own offsets", group);
+    }
     Meta *meta = broker_meta(gw_broker(r));
     PopEngine *pop = broker_pop(gw_broker(r));
     json_t *arr = json_array();

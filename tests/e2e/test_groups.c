@@ -203,6 +203,28 @@ static void test_groups_get_lists_live_consumers(void **state) {
     assert_int_equal(e2e_stop(&f->srv), 0);
 }
 
+static void test_groups_broadcast_group_keeps_no_broker_offsets(void **state) {
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
+    e2e_create_topic(f, "T", 2);
+    json_decref(e2e_call(f, "PUT", "/v1/groups/bc", E2E_JSON, "{\"broadcast\":true}", 201));
+    json_t *e = e2e_call(f, "PUT", "/v1/groups/bc/offsets", E2E_JSON,
+                         "{\"topic\":\"T\",\"queueId\":0,\"offset\":0}", 409);
+    assert_string_equal(e2e_str(json_object_get(e, "error"), "code"), "BROADCAST_GROUP");
+    json_decref(e);
+    e = e2e_call(f, "POST", "/v1/groups/bc/offsets/reset", E2E_JSON,
+                 "{\"topic\":\"T\",\"timestamp\":0}", 409);
+    assert_string_equal(e2e_str(json_object_get(e, "error"), "code"), "BROADCAST_GROUP");
+    json_decref(e);
+    json_t *offs = e2e_call(f, "GET", "/v1/groups/bc/offsets", NULL, NULL, 200);
+    assert_int_equal(json_array_size(offs), 0);
+    json_decref(offs);
+    /* the same group made clustering again accepts offsets */
+    json_decref(e2e_call(f, "PUT", "/v1/groups/bc", E2E_JSON, "{\"broadcast\":false}", 200));
+    json_decref(e2e_call(f, "PUT", "/v1/groups/bc/offsets", E2E_JSON,
+                         "{\"topic\":\"T\",\"queueId\":0,\"offset\":0}", 200));
+}
+
 static void test_groups_progress_counts_lag(void **state) {
     E2eCase *f = *state;
     e2e_case_start(f, NULL);
@@ -430,6 +452,8 @@ int main(void) {
                                         e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_groups_get_lists_live_consumers, setup,
                                         e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_groups_broadcast_group_keeps_no_broker_offsets,
+                                        setup, e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_groups_progress_counts_lag, setup,
                                         e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_groups_progress_and_consumers_of_receive, setup,
