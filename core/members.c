@@ -673,3 +673,16 @@ bool mb_lock_holder(MbTable *t, const char *group, const char *topic, uint32_t q
     pthread_mutex_unlock(&t->mu);
     return held;
 }
+
+bool mb_client_id_valid(const char *id) {
+    if (!id) return false;
+    size_t n = strlen(id);
+    if (n == 0 || n > MB_CLIENT_ID_MAX) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = id[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '-' || c == '.' || c == ':' || c == '@';
+        if (!ok) return false;
+    }
+    return true;
+}

@@ -74,6 +74,11 @@ typedef struct MbClientInfo {
 
 typedef struct MbTable MbTable;
 
+/* mb_client_id_valid is true when 'id' is 1..MB_CLIENT_ID_MAX characters
+ * of [A-Za-z0-9_.:@-] (RocketMQ's "ip@pid" style ids fit): the rule for
+ * every client id the gateway accepts.  Any thread. */
+bool mb_client_id_valid(const char *id);
+
 /* mb_open makes an empty table with the timeouts of 'cfg' (NULL = the
  * defaults).  MQ_OK; MQ_ERR_INVAL (NULL 'out', a negative timeout);
  * MQ_ERR_NOMEM.  Caller owns '*out' (mb_close). */

@@ -105,14 +105,22 @@ static int64_t now_ms(const PopEngine *e) {
     return e->cfg.clock ? e->cfg.clock(e->cfg.clock_arg) : mq_now_ms();
 }
 
-static void put_le(uint8_t *p, uint64_t v, int n) {
-    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+/* One entry as stored in journal records and pop_state (ENT_BYTES,
+ * little-endian; store/FORMAT.md "pop_state"). */
+static void put_entry(uint8_t *p, const PopEntry *en) {
+    mq_put_u64(p, en->queue_off);
+    mq_put_u64(p + 8, (uint64_t)en->visible_ms);
+    mq_put_u32(p + 16, en->seq);
+    mq_put_u16(p + 20, en->reconsume);
+    p[22] = en->state;
 }
 
-static uint64_t get_le(const uint8_t *p, int n) {
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
+static PopEntry get_entry(const uint8_t *p) {
+    return (PopEntry){.queue_off = mq_get_u64(p),
+                      .visible_ms = (int64_t)mq_get_u64(p + 8),
+                      .seq = mq_get_u32(p + 16),
+                      .reconsume = mq_get_u16(p + 20),
+                      .state = p[22]};
 }
 
 static uint64_t key_hash(const char *group, const char *topic, bool retry, uint32_t qid) {
@@ -252,19 +260,12 @@ static int journal_state(PopEngine *e, PopQueue *q, const Change *c, int64_t *jo
     if (!buf) return MQ_ERR_NOMEM;
     uint8_t flags = (uint8_t)(c->flags | (q->retry ? RF_RETRY : 0));
     uint8_t *p = encode_head(buf, REC_STATE, flags, q->group, q->topic);
-    put_le(p, q->queue_id, 4);
-    put_le(p + 4, c->ack_off, 8);
-    put_le(p + 12, c->next_off, 8);
-    put_le(p + 20, c->n, 4);
+    mq_put_u32(p, q->queue_id);
+    mq_put_u64(p + 4, c->ack_off);
+    mq_put_u64(p + 12, c->next_off);
+    mq_put_u32(p + 20, (uint32_t)c->n);
     p += 24;
-    for (size_t i = 0; i < c->n; i++, p += ENT_BYTES) {
-        const PopEntry *en = &c->ents[i];
-        put_le(p, en->queue_off, 8);
-        put_le(p + 8, (uint64_t)en->visible_ms, 8);
-        put_le(p + 16, en->seq, 4);
-        put_le(p + 20, en->reconsume, 2);
-        p[22] = en->state;
-    }
+    for (size_t i = 0; i < c->n; i++, p += ENT_BYTES) put_entry(p, &c->ents[i]);
     MQ_ASSERT((size_t)(p - buf) == len);
     int rc = journal_append(e, buf, len, journal_off);
     if (buf != stack) free(buf);
@@ -997,11 +998,7 @@ static uint8_t *entries_blob(PopQueue *q, size_t *len) {
     for (size_t i = 0; i < q->len; i++) {
         const PopEntry *en = ent_at(q, i);
         if (en->state == ENT_DONE) continue;
-        put_le(p, en->queue_off, 8);
-        put_le(p + 8, (uint64_t)en->visible_ms, 8);
-        put_le(p + 16, en->seq, 4);
-        put_le(p + 20, en->reconsume, 2);
-        p[22] = en->state;
+        put_entry(p, en);
         p += ENT_BYTES;
     }
     *len = (size_t)(p - b);
@@ -1132,11 +1129,7 @@ static int load_key(PopEngine *e) {
 /* Decodes the 23-byte entries at 'p' into 'c'. */
 static int decode_entries(const uint8_t *p, size_t n, Change *c) {
     for (size_t i = 0; i < n; i++, p += ENT_BYTES) {
-        PopEntry en = {.queue_off = get_le(p, 8),
-                       .visible_ms = (int64_t)get_le(p + 8, 8),
-                       .seq = (uint32_t)get_le(p + 16, 4),
-                       .reconsume = (uint16_t)get_le(p + 20, 2),
-                       .state = p[22]};
+        PopEntry en = get_entry(p);
         if (en.state > ENT_WAIT) return MQ_ERR_CORRUPT;
         if (i > 0 && en.queue_off <= c->ents[c->n - 1].queue_off) return MQ_ERR_CORRUPT;
         int rc = change_add(c, &en);
@@ -1193,10 +1186,10 @@ static int replay_record(PopEngine *e, MqSlice body, int64_t joff) {
     }
     if (type != REC_STATE || gl == 0 || tl == 0 || len < 24 || (flags & ~(RF_RETRY | RF_CLEAR)))
         return MQ_ERR_CORRUPT;
-    uint32_t qid = (uint32_t)get_le(p, 4);
-    Change c = {.flags = (uint8_t)(flags & RF_CLEAR), .ack_off = get_le(p + 4, 8),
-                .next_off = get_le(p + 12, 8)};
-    uint64_t n = get_le(p + 20, 4);
+    uint32_t qid = mq_get_u32(p);
+    Change c = {.flags = (uint8_t)(flags & RF_CLEAR), .ack_off = mq_get_u64(p + 4),
+                .next_off = mq_get_u64(p + 12)};
+    uint64_t n = mq_get_u32(p + 20);
     if (len - 24 != n * ENT_BYTES) return MQ_ERR_CORRUPT;
     PopQueue *q = queue_get(e, group, topic, flags & RF_RETRY, qid, GET_CREATE_BARE);
     if (!q) return MQ_ERR_NOMEM;

@@ -12,25 +12,6 @@
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
 
-static uint64_t get_le64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
-
-static void put_le(uint8_t *p, uint64_t v, int n) {
-    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int n) {
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
 typedef struct Sip {
     uint64_t v0, v1, v2, v3;
 } Sip;
@@ -61,12 +42,12 @@ static void sip_block(Sip *s, uint64_t m) {
 
 uint64_t receipt_siphash(const uint8_t key[RECEIPT_KEY_LEN], const void *p, size_t len) {
     const uint8_t *in = p;
-    uint64_t k0 = get_le64(key);
-    uint64_t k1 = get_le64(key + 8);
+    uint64_t k0 = mq_get_u64(key);
+    uint64_t k1 = mq_get_u64(key + 8);
     Sip s = {k0 ^ 0x736f6d6570736575ull, k1 ^ 0x646f72616e646f6dull,
              k0 ^ 0x6c7967656e657261ull, k1 ^ 0x7465646279746573ull};
     size_t full = len & ~(size_t)7;
-    for (size_t i = 0; i < full; i += 8) sip_block(&s, get_le64(in + i));
+    for (size_t i = 0; i < full; i += 8) sip_block(&s, mq_get_u64(in + i));
     uint64_t last = (uint64_t)(len & 0xff) << 56;
     for (size_t i = 0; i < (len & 7); i++) last |= (uint64_t)in[full + i] << (8 * i);
     sip_block(&s, last);
@@ -89,23 +70,23 @@ void receipt_key_derive(const uint8_t secret[RECEIPT_KEY_LEN], const char *group
     }
     for (int half = 0; half < 2; half++) {
         buf[0] = (uint8_t)(half + 1);
-        put_le(out->k + 8 * half, receipt_siphash(secret, buf, n), 8);
+        mq_put_u64(out->k + 8 * half, receipt_siphash(secret, buf, n));
     }
 }
 
 static void pack_head(const Receipt *r, uint8_t head[18]) {
     head[0] = RECEIPT_VERSION;
     head[1] = r->retry ? 1 : 0;
-    put_le(head + 2, r->queue_id, 4);
-    put_le(head + 6, r->queue_off, 8);
-    put_le(head + 14, r->seq, 4);
+    mq_put_u32(head + 2, r->queue_id);
+    mq_put_u64(head + 6, r->queue_off);
+    mq_put_u32(head + 14, r->seq);
 }
 
 void receipt_encode(const ReceiptKey *key, const Receipt *r, char out[RECEIPT_LEN + 1]) {
     static const char hex[] = "0123456789ABCDEF";
     uint8_t b[RECEIPT_BYTES];
     pack_head(r, b);
-    put_le(b + 18, receipt_siphash(key->k, b, 18), 8);
+    mq_put_u64(b + 18, receipt_siphash(key->k, b, 18));
     for (size_t i = 0; i < RECEIPT_BYTES; i++) {
         out[2 * i] = hex[b[i] >> 4];
         out[2 * i + 1] = hex[b[i] & 15];
@@ -137,12 +118,12 @@ int receipt_decode(const ReceiptKey *key, const char *s, size_t len, Receipt *ou
         b[i] = (uint8_t)(hi << 4 | lo);
     }
     if (b[0] != RECEIPT_VERSION || (b[1] & ~1u) != 0) return MQ_ERR_INVAL;
-    if (get_le(b + 18, 8) != receipt_siphash(key->k, b, 18)) return MQ_ERR_INVAL;
+    if (mq_get_u64(b + 18) != receipt_siphash(key->k, b, 18)) return MQ_ERR_INVAL;
     Receipt r = {
         .retry = b[1] & 1,
-        .queue_id = (uint32_t)get_le(b + 2, 4),
-        .queue_off = get_le(b + 6, 8),
-        .seq = (uint32_t)get_le(b + 14, 4),
+        .queue_id = mq_get_u32(b + 2),
+        .queue_off = mq_get_u64(b + 6),
+        .seq = mq_get_u32(b + 14),
     };
     if (r.seq == 0) return MQ_ERR_INVAL;
     *out = r;

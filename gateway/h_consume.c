@@ -38,7 +38,6 @@
 #define WAIT_MAX_MS 30000
 #define WAIT_DEFAULT_MS 15000
 #define NACK_DELAY_MAX_MS 43200000
-#define CLIENT_ID_MAX 255
 #define STREAM_DEFAULT_MAX 32    /* messages fetched per stream read */
 #define STREAM_BLOCK 65536       /* MHD's buffer for the stream */
 #define SCAN_ROUNDS 16           /* pop_receive calls of one turn while only filtered-out
@@ -55,18 +54,6 @@ static const char *group_param(GwRequest *r, const RtMatch *m, enum MHD_Result *
     if (!why) return group;
     *ret = gw_reply_error(r, 400, "INVALID_NAME", "group '%.200s': %s", group, why);
     return NULL;
-}
-
-static bool client_id_ok(const char *s) {
-    size_t n = strlen(s);
-    if (n == 0 || n > CLIENT_ID_MAX) return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '_' || c == '-' || c == '.' || c == ':' || c == '@';
-        if (!ok) return false;
-    }
-    return true;
 }
 
 /* What receive and stream both need, checked. */
@@ -181,6 +168,16 @@ static void on_wake(void *arg, LpReason reason) {
     gw_resume(c->req);
 }
 
+/* The group's retry topic, named into 'name', and how many of its queues
+ * a receive reads: 0 for an orderly group (its retries stay in place) or
+ * while the retry topic does not exist yet. */
+static uint32_t retry_source(Broker *b, const MetaGroup *g, char name[MSG_SYSTEM_NAME_MAX + 1]) {
+    group_retry_topic(g->name, name, MSG_SYSTEM_NAME_MAX + 1);
+    MetaTopic rt;
+    if (g->orderly || topic_get(broker_topics(b), name, &rt) != MQ_OK) return 0;
+    return rt.read_queues;
+}
+
 /* Sum of the max offsets of every source queue: a cheap "did anything
  * arrive" check around the registration of the waiters. */
 static uint64_t arrivals(Store *st, const ConsumeTarget *t, const char *retry_topic,
@@ -205,11 +202,7 @@ static bool wait_for_messages(GwRequest *r, ConsumeCtx *c, const ConsumeTarget *
                               int64_t deadline_ns, uint64_t seen) {
     Broker *b = gw_broker(r);
     char retry[MSG_SYSTEM_NAME_MAX + 1];
-    group_retry_topic(t->group.name, retry, sizeof(retry));
-    MetaTopic rt;
-    uint32_t retry_queues = 0;
-    if (!t->group.orderly && topic_get(broker_topics(b), retry, &rt) == MQ_OK)
-        retry_queues = rt.read_queues;
+    uint32_t retry_queues = retry_source(b, &t->group, retry);
     atomic_store(&c->fired, 0);
     atomic_store(&c->reason, 0);
     gw_suspend(r);
@@ -409,7 +402,7 @@ static bool filter_field(json_t *v, ConsumeArgs *a, GwProblem *p) {
 
 static bool client_field(json_t *v, const char **out, GwProblem *p) {
     if (!v) return true;
-    if (!json_is_string(v) || !client_id_ok(json_string_value(v)))
+    if (!json_is_string(v) || !mb_client_id_valid(json_string_value(v)))
         return gw_fail(p, 400, "INVALID_FIELD", "'clientId' must be 1..255 characters of "
                        "[A-Za-z0-9_.:@-]");
     *out = json_string_value(v);
@@ -464,11 +457,7 @@ enum MHD_Result h_consume_receive(GwRequest *r, const RtMatch *m) {
         c->deadline_ns = mq_mono_ns() + a.wait_ms * 1000000;
     }
     char retry[MSG_SYSTEM_NAME_MAX + 1];
-    group_retry_topic(group, retry, sizeof(retry));
-    MetaTopic rt;
-    uint32_t retry_queues = 0;
-    if (!t.group.orderly && topic_get(broker_topics(b), retry, &rt) == MQ_OK)
-        retry_queues = rt.read_queues;
+    uint32_t retry_queues = retry_source(b, &t.group, retry);
     uint64_t seen = arrivals(st, &t, retry, retry_queues);
 
     PopDelivery *ds = malloc((size_t)a.max_messages * sizeof(*ds));
@@ -786,11 +775,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
         }
         Store *st = broker_store(gw_broker(r));
         char retry[MSG_SYSTEM_NAME_MAX + 1];
-        group_retry_topic(c->group, retry, sizeof(retry));
-        MetaTopic rt;
-        uint32_t retry_queues = 0;
-        if (!t.group.orderly && topic_get(broker_topics(gw_broker(r)), retry, &rt) == MQ_OK)
-            retry_queues = rt.read_queues;
+        uint32_t retry_queues = retry_source(gw_broker(r), &t.group, retry);
         uint64_t seen = arrivals(st, &t, retry, retry_queues);
         long got = fill_stream(c, &t);
         if (got != 0) {
@@ -862,7 +847,7 @@ enum MHD_Result h_consume_stream(GwRequest *r, const RtMatch *m) {
         !query_int(q[4], "invisibleMs", INVISIBLE_MIN_MS, INVISIBLE_MAX_MS, &a.invisible_ms,
                    &prob))
         return gw_reply_problem(r, &prob);
-    if (a.client_id && !client_id_ok(a.client_id))
+    if (a.client_id && !mb_client_id_valid(a.client_id))
         return gw_reply_error(r, 400, "INVALID_PARAMETER", "'clientId' must be 1..255 "
                               "characters of [A-Za-z0-9_.:@-]");
     ConsumeTarget t = {0};

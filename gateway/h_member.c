@@ -31,20 +31,6 @@
  * Shared checks
  * ====================================================================== */
 
-/* A client id: 1..MB_CLIENT_ID_MAX characters of [A-Za-z0-9_.:@-]
- * (RocketMQ's "ip@pid" style ids fit). */
-static bool client_id_ok(const char *s) {
-    size_t n = strlen(s);
-    if (n == 0 || n > MB_CLIENT_ID_MAX) return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '_' || c == '-' || c == '.' || c == ':' || c == '@';
-        if (!ok) return false;
-    }
-    return true;
-}
-
 #define CLIENT_ID_RULE "1..255 characters of [A-Za-z0-9_.:@-]"
 
 /* The {group} of 'm' if it is a valid, unreserved name; else answers 400
@@ -60,7 +46,7 @@ static const char *group_param(GwRequest *r, const RtMatch *m, enum MHD_Result *
 /* The {clientId} of 'm' if valid; else answers 400 INVALID_PARAMETER. */
 static const char *client_param(GwRequest *r, const RtMatch *m, enum MHD_Result *ret) {
     const char *id = rt_param(m, "clientId");
-    if (client_id_ok(id)) return id;
+    if (mb_client_id_valid(id)) return id;
     *ret = gw_reply_error(r, 400, "INVALID_PARAMETER", "clientId '%.200s' must be "
                           CLIENT_ID_RULE, id);
     return NULL;
@@ -388,7 +374,7 @@ static bool decode_lock(GwRequest *r, const char *group, LockReq *q, json_t **ro
     static const char *const names[] = {"clientId", "topic", "queueIds", NULL};
     json_t *f[3];
     if (!gw_json_fields(*root, names, f, "", &prob)) goto err;
-    if (!json_is_string(f[0]) || !client_id_ok(json_string_value(f[0]))) {
+    if (!json_is_string(f[0]) || !mb_client_id_valid(json_string_value(f[0]))) {
         gw_fail(&prob, 400, "INVALID_FIELD", "clientId is required and must be "
                 CLIENT_ID_RULE);
         goto err;
