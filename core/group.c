@@ -1,10 +1,9 @@
 /*
- * group.c - the subscription-group registry: see group.h.  A chained hash
- * map of MetaGroup by name (FNV-1a, power-of-two buckets, grown at load 1)
- * under a rwlock, written through to meta.db (meta.h) under a writer
- * mutex, as topic.c.  Each entry carries the generation of its last write,
- * drawn from one registry-wide counter.  Calls meta_group_*, msg_name_*
- * and mq_hash64; no I/O of its own.
+ * group.c - the subscription-group registry: see group.h.  A hash map of
+ * MetaGroup by name (namemap.h) under a rwlock, written through to
+ * meta.db (meta.h) under a writer mutex, as topic.c.  Each entry carries
+ * the generation of its last write, drawn from one registry-wide counter.
+ * Calls meta_group_*, msg_name_* and nm_*; no I/O of its own.
  */
 #include "group.h"
 
@@ -14,12 +13,12 @@
 #include <string.h>
 
 #include "msg.h"
+#include "namemap.h"
 
 #define INITIAL_BUCKETS 64
 
 typedef struct GroupEntry {
-    struct GroupEntry *next; /* bucket chain */
-    uint64_t hash;           /* mq_hash64 of the name */
+    NmNode node;             /* in GroupRegistry.map, keyed by g.name */
     uint64_t gen;            /* registry generation of the last put; never 0 */
     MetaGroup g;             /* the settings as stored in meta.db */
 } GroupEntry;
@@ -31,9 +30,7 @@ struct GroupRegistry {
      * rw in write mode, so a holder of write_mu may read it unlocked. */
     pthread_mutex_t write_mu;
     pthread_rwlock_t rw;     /* guards the fields below */
-    GroupEntry **buckets;
-    size_t nbuckets;         /* power of two */
-    size_t count;            /* groups in the map */
+    NameMap map;             /* GroupEntry by name; map.count = groups */
     uint64_t gen;            /* bumped by every put and delete; last one handed out */
 };
 
@@ -41,67 +38,32 @@ struct GroupRegistry {
  * The map (callers hold the locks named in each comment)
  * ====================================================================== */
 
-static uint64_t name_hash(const char *name) { return mq_hash64(name, strlen(name)); }
-
 /* find: rw (either mode), or write_mu. */
 static GroupEntry *find(const GroupRegistry *r, const char *name, uint64_t hash) {
-    for (GroupEntry *e = r->buckets[hash & (r->nbuckets - 1)]; e; e = e->next)
-        if (e->hash == hash && strcmp(e->g.name, name) == 0) return e;
-    return NULL;
-}
-
-/* grow doubles the bucket array; on allocation failure the chains just
- * get longer.  rw in write mode. */
-static void grow(GroupRegistry *r) {
-    size_t n = r->nbuckets * 2;
-    GroupEntry **b = calloc(n, sizeof(*b));
-    if (!b) return;
-    for (size_t i = 0; i < r->nbuckets; i++) {
-        GroupEntry *e = r->buckets[i];
-        while (e) {
-            GroupEntry *next = e->next;
-            e->next = b[e->hash & (n - 1)];
-            b[e->hash & (n - 1)] = e;
-            e = next;
-        }
-    }
-    free(r->buckets);
-    r->buckets = b;
-    r->nbuckets = n;
+    NmNode *n = nm_find(&r->map, name, hash);
+    return n ? NM_ENTRY(n, GroupEntry, node) : NULL;
 }
 
 /* link_entry adds 'e' (not yet in the map) with a new generation.  rw in
  * write mode. */
 static void link_entry(GroupRegistry *r, GroupEntry *e) {
-    if (r->count + 1 > r->nbuckets) grow(r);
-    GroupEntry **head = &r->buckets[e->hash & (r->nbuckets - 1)];
-    e->next = *head;
-    *head = e;
+    nm_insert(&r->map, &e->node);
     e->gen = ++r->gen;
-    r->count++;
 }
 
-/* unlink_entry removes and returns the entry 'name', or NULL; either way
- * the registry generation moves on.  rw in write mode. */
-static GroupEntry *unlink_entry(GroupRegistry *r, const char *name) {
-    uint64_t hash = name_hash(name);
+/* unlink_entry removes and returns the entry 'name' ('len' bytes), or
+ * NULL; either way the registry generation moves on.  rw in write mode. */
+static GroupEntry *unlink_entry(GroupRegistry *r, const char *name, size_t len) {
     r->gen++;
-    for (GroupEntry **pp = &r->buckets[hash & (r->nbuckets - 1)]; *pp; pp = &(*pp)->next) {
-        GroupEntry *e = *pp;
-        if (e->hash == hash && strcmp(e->g.name, name) == 0) {
-            *pp = e->next;
-            r->count--;
-            return e;
-        }
-    }
-    return NULL;
+    NmNode *n = nm_remove(&r->map, name, nm_hash(name, len));
+    return n ? NM_ENTRY(n, GroupEntry, node) : NULL;
 }
 
 static GroupEntry *entry_new(const MetaGroup *g) {
     GroupEntry *e = calloc(1, sizeof(*e));
     if (!e) return NULL;
     e->g = *g;
-    e->hash = name_hash(g->name);
+    nm_node_init(&e->node, e->g.name);
     return e;
 }
 
@@ -125,16 +87,7 @@ static int load_one(void *arg, const MetaGroup *g) {
     return 0;
 }
 
-static void free_entries(GroupRegistry *r) {
-    for (size_t i = 0; i < r->nbuckets; i++) {
-        GroupEntry *e = r->buckets[i];
-        while (e) {
-            GroupEntry *next = e->next;
-            free(e);
-            e = next;
-        }
-    }
-}
+static void entry_free(NmNode *n) { free(NM_ENTRY(n, GroupEntry, node)); }
 
 int group_registry_open(Meta *meta, GroupRegistry **out) {
     if (!meta || !out) return MQ_ERR_INVAL;
@@ -142,26 +95,23 @@ int group_registry_open(Meta *meta, GroupRegistry **out) {
     if (!r) return MQ_ERR_NOMEM;
     r->meta = meta;
     int rc = MQ_ERR_NOMEM;
-    r->nbuckets = INITIAL_BUCKETS;
-    r->buckets = calloc(r->nbuckets, sizeof(*r->buckets));
-    if (!r->buckets) goto err_free;
-    if (pthread_mutex_init(&r->write_mu, NULL) != 0) goto err_free_buckets;
+    if (nm_init(&r->map, INITIAL_BUCKETS) != MQ_OK) goto err_free;
+    if (pthread_mutex_init(&r->write_mu, NULL) != 0) goto err_free_map;
     if (pthread_rwlock_init(&r->rw, NULL) != 0) goto err_destroy_mutex;
 
     LoadCtx ctx = {.r = r, .rc = MQ_OK};
     rc = meta_group_list(meta, load_one, &ctx);
     if (rc == MQ_OK) rc = ctx.rc;
-    if (rc != MQ_OK) goto err_free_entries;
+    if (rc != MQ_OK) goto err_destroy_rwlock;
     *out = r;
     return MQ_OK;
 
-err_free_entries:
-    free_entries(r);
+err_destroy_rwlock:
     pthread_rwlock_destroy(&r->rw);
 err_destroy_mutex:
     pthread_mutex_destroy(&r->write_mu);
-err_free_buckets:
-    free(r->buckets);
+err_free_map: /* with the entries loaded */
+    nm_free(&r->map, entry_free);
 err_free:
     free(r);
     return rc;
@@ -169,8 +119,7 @@ err_free:
 
 void group_registry_close(GroupRegistry *r) {
     if (!r) return;
-    free_entries(r);
-    free(r->buckets);
+    nm_free(&r->map, entry_free);
     pthread_rwlock_destroy(&r->rw);
     pthread_mutex_destroy(&r->write_mu);
     free(r);
@@ -201,7 +150,7 @@ static int write_group(GroupRegistry *r, const MetaGroup *want, bool if_absent, 
     GroupEntry *fresh = entry_new(want);
     if (!fresh) return MQ_ERR_NOMEM;
     pthread_mutex_lock(&r->write_mu);
-    GroupEntry *old = find(r, want->name, fresh->hash);
+    GroupEntry *old = find(r, want->name, fresh->node.hash);
     if (old && if_absent) {
         if (out) *out = old->g;
         if (created) *created = false;
@@ -228,7 +177,7 @@ static int write_group(GroupRegistry *r, const MetaGroup *want, bool if_absent, 
         old->g = stored;
         old->gen = ++r->gen;
     } else {
-        fresh->g = stored;
+        fresh->g = stored; /* same name: the node's key stays valid */
         link_entry(r, fresh);
         fresh = NULL;
     }
@@ -265,7 +214,7 @@ int group_delete(GroupRegistry *r, const char *name) {
     if (rc == MQ_OK || rc == MQ_ERR_NOTFOUND) {
         /* NOTFOUND: meta.db has no such row, so neither may the map */
         pthread_rwlock_wrlock(&r->rw);
-        gone = unlink_entry(r, name);
+        gone = unlink_entry(r, name, len);
         pthread_rwlock_unlock(&r->rw);
     }
     pthread_mutex_unlock(&r->write_mu);
@@ -282,7 +231,7 @@ int group_delete(GroupRegistry *r, const char *name) {
 static int lookup(GroupRegistry *r, const char *name, MetaGroup *out, uint64_t *gen) {
     size_t len = name_len(name);
     if (len == 0 || len > META_NAME_MAX) return MQ_ERR_NOTFOUND;
-    uint64_t hash = mq_hash64(name, len);
+    uint64_t hash = nm_hash(name, len);
     pthread_rwlock_rdlock(&r->rw);
     GroupEntry *e = find(r, name, hash);
     if (e && out) *out = e->g;
@@ -312,16 +261,16 @@ static int snapshot(GroupRegistry *r, MetaGroup **out, size_t *count) {
     MetaGroup *snap = NULL;
     size_t n = 0;
     pthread_rwlock_rdlock(&r->rw);
-    if (r->count > 0) {
-        snap = malloc(r->count * sizeof(*snap));
+    if (r->map.count > 0) {
+        snap = malloc(r->map.count * sizeof(*snap));
         if (!snap) {
             pthread_rwlock_unlock(&r->rw);
             return MQ_ERR_NOMEM;
         }
-        for (size_t i = 0; i < r->nbuckets; i++)
-            for (GroupEntry *e = r->buckets[i]; e; e = e->next) snap[n++] = e->g;
+        for (NmNode *node = nm_next(&r->map, NULL); node; node = nm_next(&r->map, node))
+            snap[n++] = NM_ENTRY(node, GroupEntry, node)->g;
     }
-    MQ_ASSERT(n == r->count);
+    MQ_ASSERT(n == r->map.count);
     pthread_rwlock_unlock(&r->rw);
     if (n > 1) qsort(snap, n, sizeof(*snap), group_by_name);
     *out = snap;
@@ -344,7 +293,7 @@ int group_list(GroupRegistry *r, int (*fn)(void *arg, const MetaGroup *g), void 
 size_t group_count(GroupRegistry *r) {
     if (!r) return 0;
     pthread_rwlock_rdlock(&r->rw);
-    size_t n = r->count;
+    size_t n = r->map.count;
     pthread_rwlock_unlock(&r->rw);
     return n;
 }

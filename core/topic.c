@@ -1,8 +1,8 @@
 /*
- * topic.c - the topic registry: see topic.h.  A chained hash map of
- * MetaTopic by name (FNV-1a, power-of-two buckets, grown at load 1) under
- * a rwlock, written through to meta.db (meta.h) under a writer mutex.
- * Calls meta_topic_*, msg_name_* and mq_hash64; no I/O of its own.
+ * topic.c - the topic registry: see topic.h.  A hash map of MetaTopic by
+ * name (namemap.h) under a rwlock, written through to meta.db (meta.h)
+ * under a writer mutex.  Calls meta_topic_*, msg_name_* and nm_*; no I/O
+ * of its own.
  */
 #include "topic.h"
 
@@ -13,12 +13,12 @@
 #include <string.h>
 
 #include "msg.h"
+#include "namemap.h"
 
 #define INITIAL_BUCKETS 64
 
 typedef struct TopicEntry {
-    struct TopicEntry *next; /* bucket chain */
-    uint64_t hash;           /* mq_hash64 of the name */
+    NmNode node;             /* in TopicRegistry.map, keyed by t.name */
     _Atomic uint64_t rr;     /* round-robin counter of topic_select_queue */
     MetaTopic t;             /* the configuration as stored in meta.db */
     /* Traffic since the broker started (not persisted), relaxed atomics. */
@@ -33,9 +33,7 @@ struct TopicRegistry {
      * rw in write mode, so a holder of write_mu may read it unlocked. */
     pthread_mutex_t write_mu;
     pthread_rwlock_t rw;     /* guards the fields below */
-    TopicEntry **buckets;
-    size_t nbuckets;         /* power of two */
-    size_t count;            /* topics in the map */
+    NameMap map;             /* TopicEntry by name; map.count = topics */
     _Atomic uint64_t rr;     /* round robin for topics not in the map */
 };
 
@@ -43,63 +41,17 @@ struct TopicRegistry {
  * The map (callers hold the locks named in each comment)
  * ====================================================================== */
 
-static uint64_t name_hash(const char *name) { return mq_hash64(name, strlen(name)); }
-
 /* find: rw (either mode), or write_mu. */
 static TopicEntry *find(const TopicRegistry *r, const char *name, uint64_t hash) {
-    for (TopicEntry *e = r->buckets[hash & (r->nbuckets - 1)]; e; e = e->next)
-        if (e->hash == hash && strcmp(e->t.name, name) == 0) return e;
-    return NULL;
-}
-
-/* grow doubles the bucket array; on allocation failure the chains just
- * get longer.  rw in write mode. */
-static void grow(TopicRegistry *r) {
-    size_t n = r->nbuckets * 2;
-    TopicEntry **b = calloc(n, sizeof(*b));
-    if (!b) return;
-    for (size_t i = 0; i < r->nbuckets; i++) {
-        TopicEntry *e = r->buckets[i];
-        while (e) {
-            TopicEntry *next = e->next;
-            e->next = b[e->hash & (n - 1)];
-            b[e->hash & (n - 1)] = e;
-            e = next;
-        }
-    }
-    free(r->buckets);
-    r->buckets = b;
-    r->nbuckets = n;
-}
-
-/* link adds 'e' (not yet in the map).  rw in write mode. */
-static void link_entry(TopicRegistry *r, TopicEntry *e) {
-    if (r->count + 1 > r->nbuckets) grow(r);
-    TopicEntry **head = &r->buckets[e->hash & (r->nbuckets - 1)];
-    e->next = *head;
-    *head = e;
-    r->count++;
-}
-
-/* unlink removes and returns the entry 'name', or NULL.  rw in write mode. */
-static TopicEntry *unlink_entry(TopicRegistry *r, const char *name) {
-    uint64_t hash = name_hash(name);
-    for (TopicEntry **pp = &r->buckets[hash & (r->nbuckets - 1)]; *pp; pp = &(*pp)->next) {
-        TopicEntry *e = *pp;
-        if (e->hash == hash && strcmp(e->t.name, name) == 0) {
-            *pp = e->next;
-            r->count--;
-            return e;
-        }
-    }
-    return NULL;
+    NmNode *n = nm_find(&r->map, name, hash);
+    return n ? NM_ENTRY(n, TopicEntry, node) : NULL;
 }
 
 static TopicEntry *entry_new(const MetaTopic *t) {
     TopicEntry *e = calloc(1, sizeof(*e));
     if (!e) return NULL;
     e->t = *t;
-    e->hash = name_hash(t->name);
+    nm_node_init(&e->node, e->t.name);
     atomic_init(&e->rr, 0);
     return e;
 }
@@ -120,20 +72,11 @@ static int load_one(void *arg, const MetaTopic *t) {
         ctx->rc = MQ_ERR_NOMEM;
         return 1;
     }
-    link_entry(ctx->r, e); /* not shared yet: no lock needed */
+    nm_insert(&ctx->r->map, &e->node); /* not shared yet: no lock needed */
     return 0;
 }
 
-static void free_entries(TopicRegistry *r) {
-    for (size_t i = 0; i < r->nbuckets; i++) {
-        TopicEntry *e = r->buckets[i];
-        while (e) {
-            TopicEntry *next = e->next;
-            free(e);
-            e = next;
-        }
-    }
-}
+static void entry_free(NmNode *n) { free(NM_ENTRY(n, TopicEntry, node)); }
 
 int topic_registry_open(Meta *meta, uint32_t default_queues, TopicRegistry **out) {
     if (!meta || !out || default_queues < 1 || default_queues > TOPIC_QUEUES_MAX)
@@ -144,26 +87,23 @@ int topic_registry_open(Meta *meta, uint32_t default_queues, TopicRegistry **out
     r->default_queues = default_queues;
     atomic_init(&r->rr, 0);
     int rc = MQ_ERR_NOMEM;
-    r->nbuckets = INITIAL_BUCKETS;
-    r->buckets = calloc(r->nbuckets, sizeof(*r->buckets));
-    if (!r->buckets) goto err_free;
-    if (pthread_mutex_init(&r->write_mu, NULL) != 0) goto err_free_buckets;
+    if (nm_init(&r->map, INITIAL_BUCKETS) != MQ_OK) goto err_free;
+    if (pthread_mutex_init(&r->write_mu, NULL) != 0) goto err_free_map;
     if (pthread_rwlock_init(&r->rw, NULL) != 0) goto err_destroy_mutex;
 
     LoadCtx ctx = {.r = r, .rc = MQ_OK};
     rc = meta_topic_list(meta, load_one, &ctx);
     if (rc == MQ_OK) rc = ctx.rc;
-    if (rc != MQ_OK) goto err_free_entries;
+    if (rc != MQ_OK) goto err_destroy_rwlock;
     *out = r;
     return MQ_OK;
 
-err_free_entries:
-    free_entries(r);
+err_destroy_rwlock:
     pthread_rwlock_destroy(&r->rw);
 err_destroy_mutex:
     pthread_mutex_destroy(&r->write_mu);
-err_free_buckets:
-    free(r->buckets);
+err_free_map: /* with the entries loaded */
+    nm_free(&r->map, entry_free);
 err_free:
     free(r);
     return rc;
@@ -171,8 +111,7 @@ err_free:
 
 void topic_registry_close(TopicRegistry *r) {
     if (!r) return;
-    free_entries(r);
-    free(r->buckets);
+    nm_free(&r->map, entry_free);
     pthread_rwlock_destroy(&r->rw);
     pthread_mutex_destroy(&r->write_mu);
     free(r);
@@ -204,7 +143,7 @@ static int write_topic(TopicRegistry *r, const MetaTopic *want, bool if_absent, 
     TopicEntry *fresh = entry_new(want);
     if (!fresh) return MQ_ERR_NOMEM;
     pthread_mutex_lock(&r->write_mu);
-    TopicEntry *old = find(r, want->name, fresh->hash);
+    TopicEntry *old = find(r, want->name, fresh->node.hash);
     if (old && if_absent) {
         if (out) *out = old->t;
         if (created) *created = false;
@@ -230,8 +169,8 @@ static int write_topic(TopicRegistry *r, const MetaTopic *want, bool if_absent, 
     if (old) {
         old->t = stored;
     } else {
-        fresh->t = stored;
-        link_entry(r, fresh);
+        fresh->t = stored; /* same name: the node's key stays valid */
+        nm_insert(&r->map, &fresh->node);
         fresh = NULL;
     }
     pthread_rwlock_unlock(&r->rw);
@@ -274,15 +213,15 @@ int topic_delete(TopicRegistry *r, const char *name) {
     if (!r || len == 0 || len > META_NAME_MAX) return MQ_ERR_INVAL;
     pthread_mutex_lock(&r->write_mu);
     int rc = meta_topic_delete(r->meta, name);
-    TopicEntry *gone = NULL;
+    NmNode *gone = NULL;
     if (rc == MQ_OK || rc == MQ_ERR_NOTFOUND) {
         /* NOTFOUND: meta.db has no such row, so neither may the map */
         pthread_rwlock_wrlock(&r->rw);
-        gone = unlink_entry(r, name);
+        gone = nm_remove(&r->map, name, nm_hash(name, len));
         pthread_rwlock_unlock(&r->rw);
     }
     pthread_mutex_unlock(&r->write_mu);
-    free(gone);
+    if (gone) entry_free(gone);
     return rc;
 }
 
@@ -294,7 +233,7 @@ int topic_delete(TopicRegistry *r, const char *name) {
 static int lookup(TopicRegistry *r, const char *name, MetaTopic *out) {
     size_t len = name_len(name);
     if (len == 0 || len > META_NAME_MAX) return MQ_ERR_NOTFOUND;
-    uint64_t hash = mq_hash64(name, len);
+    uint64_t hash = nm_hash(name, len);
     pthread_rwlock_rdlock(&r->rw);
     TopicEntry *e = find(r, name, hash);
     if (e) *out = e->t;
@@ -323,24 +262,23 @@ static int snapshot(TopicRegistry *r, TopicSnap **out, size_t *count) {
     TopicSnap *snap = NULL;
     size_t n = 0;
     pthread_rwlock_rdlock(&r->rw);
-    if (r->count > 0) {
-        snap = malloc(r->count * sizeof(*snap));
+    if (r->map.count > 0) {
+        snap = malloc(r->map.count * sizeof(*snap));
         if (!snap) {
             pthread_rwlock_unlock(&r->rw);
             return MQ_ERR_NOMEM;
         }
-        for (size_t i = 0; i < r->nbuckets; i++) {
-            for (TopicEntry *e = r->buckets[i]; e; e = e->next) {
-                TopicSnap *s = &snap[n++];
-                s->t = e->t;
-                s->traffic.in_msgs = __atomic_load_n(&e->in_msgs, __ATOMIC_RELAXED);
-                s->traffic.in_bytes = __atomic_load_n(&e->in_bytes, __ATOMIC_RELAXED);
-                s->traffic.out_msgs = __atomic_load_n(&e->out_msgs, __ATOMIC_RELAXED);
-                s->traffic.out_bytes = __atomic_load_n(&e->out_bytes, __ATOMIC_RELAXED);
-            }
+        for (NmNode *node = nm_next(&r->map, NULL); node; node = nm_next(&r->map, node)) {
+            const TopicEntry *e = NM_ENTRY(node, TopicEntry, node);
+            TopicSnap *s = &snap[n++];
+            s->t = e->t;
+            s->traffic.in_msgs = __atomic_load_n(&e->in_msgs, __ATOMIC_RELAXED);
+            s->traffic.in_bytes = __atomic_load_n(&e->in_bytes, __ATOMIC_RELAXED);
+            s->traffic.out_msgs = __atomic_load_n(&e->out_msgs, __ATOMIC_RELAXED);
+            s->traffic.out_bytes = __atomic_load_n(&e->out_bytes, __ATOMIC_RELAXED);
         }
     }
-    MQ_ASSERT(n == r->count);
+    MQ_ASSERT(n == r->map.count);
     pthread_rwlock_unlock(&r->rw);
     if (n > 1) qsort(snap, n, sizeof(*snap), snap_by_name);
     *out = snap;
@@ -385,7 +323,7 @@ void topic_count_traffic(TopicRegistry *r, const char *name, bool out, uint64_t 
     if (!r || !name) return;
     size_t len = name_len(name);
     if (len == 0 || len > META_NAME_MAX) return;
-    uint64_t hash = mq_hash64(name, len);
+    uint64_t hash = nm_hash(name, len);
     pthread_rwlock_rdlock(&r->rw);
     TopicEntry *e = find(r, name, hash);
     if (e) {
@@ -398,7 +336,7 @@ void topic_count_traffic(TopicRegistry *r, const char *name, bool out, uint64_t 
 size_t topic_count(TopicRegistry *r) {
     if (!r) return 0;
     pthread_rwlock_rdlock(&r->rw);
-    size_t n = r->count;
+    size_t n = r->map.count;
     pthread_rwlock_unlock(&r->rw);
     return n;
 }
@@ -450,7 +388,7 @@ int topic_select_queue(TopicRegistry *r, const MetaTopic *t, int64_t queue_id,
     uint64_t n;
     size_t len = strnlen(t->name, sizeof(t->name));
     pthread_rwlock_rdlock(&r->rw);
-    TopicEntry *e = len < sizeof(t->name) ? find(r, t->name, mq_hash64(t->name, len)) : NULL;
+    TopicEntry *e = len < sizeof(t->name) ? find(r, t->name, nm_hash(t->name, len)) : NULL;
     n = atomic_fetch_add_explicit(e ? &e->rr : &r->rr, 1, memory_order_relaxed);
     pthread_rwlock_unlock(&r->rw);
     *out = (uint32_t)(n % wq);
