@@ -400,68 +400,48 @@ enum MHD_Result h_group_get(GwRequest *r, const RtMatch *m) {
 
 /* ======================================================================
  * PUT and DELETE /v1/groups/{group}: checked on the worker, written by a
- * job (sqlite); the resumed call answers from the GroupJob.  All group
- * writes of the gateway run on that one thread in order, so a PUT's read
- * of the old settings and its write are atomic with respect to the others.
+ * job (sqlite); the resumed call answers from the GroupJob (req.h's
+ * named-resource writes).  All group writes of the gateway run on that
+ * one thread in order, so a PUT's read of the old settings and its write
+ * are atomic with respect to the others.
  * ====================================================================== */
 
 /* A group write across its job (GwRequest.ctx). */
 typedef struct GroupJob {
-    Broker *broker;               /* borrowed; outlives requests */
-    char name[META_NAME_MAX + 1]; /* the {group}, checked */
+    GwNameJob head;               /* broker, the {group} (checked), result; first */
     bool has[5];                  /* PUT: field i of put_fields was given */
     bool consume_enable;          /* PUT: the values given (else unused) */
     bool broadcast;
     bool orderly;
     uint32_t retry_max_times;
     uint32_t retry_queue_nums;
-    int rc;                       /* the job's result: MQ_OK or an mq_err */
-    bool created;                 /* PUT: the group is new */
-    MetaGroup g;                  /* PUT: the group as stored (rc MQ_OK) */
+    MetaGroup g;                  /* PUT: the group as stored (head.rc MQ_OK) */
 } GroupJob;
 
 static const char *const put_fields[] = {"consumeEnable", "broadcast", "orderly",
                                          "retryMaxTimes", "retryQueueNums", NULL};
 
-/* A GroupJob for 'name', set as r->ctx (freed at completion); NULL when
- * out of memory (then answered, MHD's result in '*ret'). */
-static GroupJob *group_job_new(GwRequest *r, const char *name, enum MHD_Result *ret) {
-    GroupJob *j = calloc(1, sizeof(*j));
-    if (!j) {
-        *ret = gw_reply_err(r, MQ_ERR_NOMEM, name);
-        return NULL;
-    }
-    j->broker = gw_broker(r);
-    snprintf(j->name, sizeof(j->name), "%s", name); /* checked: at most MSG_NAME_MAX */
-    r->ctx = j;
-    r->ctx_free = free;
-    return j;
+static json_t *put_body(const GwNameJob *head) {
+    return group_json(&((const GroupJob *)head)->g);
 }
+
+static const GwNameKind group_kind = {"group", "GROUP_NOT_FOUND", put_body};
 
 /* Job thread: fields left out keep their value (a new group: RocketMQ's
  * defaults, meta_group_defaults), then the write and the group read back. */
 static void put_job(void *arg) {
     GroupJob *j = arg;
-    GroupRegistry *reg = broker_groups(j->broker);
+    GwNameJob *h = &j->head;
+    GroupRegistry *reg = broker_groups(h->broker);
     MetaGroup g;
-    if (group_get(reg, j->name, &g) != MQ_OK) meta_group_defaults(&g, j->name);
+    if (group_get(reg, h->name, &g) != MQ_OK) meta_group_defaults(&g, h->name);
     if (j->has[0]) g.consume_enable = j->consume_enable;
     if (j->has[1]) g.broadcast = j->broadcast;
     if (j->has[2]) g.orderly = j->orderly;
     if (j->has[3]) g.retry_max_times = j->retry_max_times;
     if (j->has[4]) g.retry_queue_nums = j->retry_queue_nums;
-    j->rc = group_put(reg, &g, &j->created);
-    if (j->rc == MQ_OK) j->rc = group_get(reg, j->name, &j->g);
-}
-
-/* The resumed call of a PUT: 201 created, 200 updated. */
-static enum MHD_Result put_resumed(GwRequest *r, const RtMatch *m) {
-    (void)m;
-    const GroupJob *j = r->ctx;
-    if (j->rc != MQ_OK) return gw_reply_err(r, j->rc, j->name);
-    json_t *out = group_json(&j->g);
-    if (!out) return gw_reply_err(r, MQ_ERR_NOMEM, j->name);
-    return gw_reply_json(r, j->created ? 201 : 200, out);
+    h->rc = group_put(reg, &g, &h->created);
+    if (h->rc == MQ_OK) h->rc = group_get(reg, h->name, &j->g);
 }
 
 /* Checks the PUT body's values into 'j'. */
@@ -504,7 +484,7 @@ enum MHD_Result h_group_put(GwRequest *r, const RtMatch *m) {
     if (ct && strncasecmp(ct, "application/json", 16) != 0) {
         return gw_reply_error(r, 415, NULL, "Content-Type must be application/json");
     }
-    GroupJob *j = group_job_new(r, name, &ret);
+    GroupJob *j = gw_name_job_new(r, sizeof(*j), &group_kind, name, &ret);
     if (!j) return ret;
     GwProblem prob = {0};
     if (r->body_len > 0) {
@@ -514,13 +494,13 @@ enum MHD_Result h_group_put(GwRequest *r, const RtMatch *m) {
         json_decref(root);
         if (!ok) return gw_reply_problem(r, &prob);
     }
-    return gw_offload(r, put_job, put_resumed);
+    return gw_offload(r, put_job, gw_name_job_put_resumed);
 }
 
 /* Job thread: the row in meta.db (with the group's offsets), then the
  * receive state and the live consumers and locks of the group. */
 static void delete_job(void *arg) {
-    GroupJob *j = arg;
+    GwNameJob *j = arg; /* the head of a GroupJob */
     j->rc = group_delete(broker_groups(j->broker), j->name);
     if (j->rc != MQ_OK) return;
     int rc = pop_drop_group(broker_pop(j->broker), j->name);
@@ -531,27 +511,14 @@ static void delete_job(void *arg) {
     mb_drop_group(broker_members(j->broker), j->name);
 }
 
-/* The resumed call of a DELETE. */
-static enum MHD_Result delete_resumed(GwRequest *r, const RtMatch *m) {
-    (void)m;
-    const GroupJob *j = r->ctx;
-    if (j->rc == MQ_ERR_NOTFOUND) {
-        return gw_reply_error(r, 404, "GROUP_NOT_FOUND", "group '%s' does not exist", j->name);
-    }
-    if (j->rc != MQ_OK) return gw_reply_err(r, j->rc, j->name);
-    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-    if (!resp) return MHD_NO;
-    return gw_reply(r, MHD_HTTP_NO_CONTENT, resp);
-}
-
 /* DELETE /v1/groups/{group}: 204, 404.  The name is checked here; the
  * delete is a job. */
 enum MHD_Result h_group_delete(GwRequest *r, const RtMatch *m) {
     enum MHD_Result ret;
     const char *name = group_param(r, m, &ret);
     if (!name) return ret;
-    if (!group_job_new(r, name, &ret)) return ret;
-    return gw_offload(r, delete_job, delete_resumed);
+    if (!gw_name_job_new(r, sizeof(GroupJob), &group_kind, name, &ret)) return ret;
+    return gw_offload(r, delete_job, gw_name_job_delete_resumed);
 }
 
 /* ======================================================================

@@ -139,68 +139,46 @@ enum MHD_Result h_topic_queues(GwRequest *r, const RtMatch *m) {
  * Writes: PUT and DELETE check the request on the worker, then hand the
  * sqlite write (and for DELETE the removal of the consume-queue files) to
  * the job runner (gw_offload, jobs.h); the resumed call answers from the
- * TopicJob.  All topic writes of the gateway run on that one thread, in
- * order, so a PUT's read of the old settings and its write are atomic
- * with respect to the other PUTs.
+ * TopicJob (req.h's named-resource writes).  All topic writes of the
+ * gateway run on that one thread, in order, so a PUT's read of the old
+ * settings and its write are atomic with respect to the other PUTs.
  * ---------------------------------------------------------------------- */
 
 /* A topic write across its job (GwRequest.ctx). */
 typedef struct TopicJob {
-    Broker *broker;                 /* borrowed; outlives requests */
-    char name[META_NAME_MAX + 1];   /* the {topic}, checked */
+    GwNameJob head;                 /* broker, the {topic} (checked), result; first */
     bool has_queues;                /* PUT: the body gave "queues" ... */
     bool has_perm;                  /* ... "perm" ... */
     bool has_order;                 /* ... "order" */
     uint32_t queues;                /* PUT: the values given (else unused) */
     uint32_t perm;                  /* ... META_PERM_* bits ... */
     bool order;                     /* ... ordered topic */
-    int rc;                         /* the job's result: MQ_OK or an mq_err */
-    bool created;                   /* PUT: the topic is new */
-    MetaTopic t;                    /* PUT: the topic as stored (rc MQ_OK) */
+    MetaTopic t;                    /* PUT: the topic as stored (head.rc MQ_OK) */
 } TopicJob;
 
-/* A TopicJob for {topic} 'name' of 'r', set as r->ctx (freed at
- * completion); NULL when out of memory (then answered, MHD's result in
- * '*ret'). */
-static TopicJob *topic_job_new(GwRequest *r, const char *name, enum MHD_Result *ret) {
-    TopicJob *j = calloc(1, sizeof(*j));
-    if (!j) {
-        *ret = gw_reply_err(r, MQ_ERR_NOMEM, name);
-        return NULL;
-    }
-    j->broker = gw_broker(r);
-    snprintf(j->name, sizeof(j->name), "%s", name); /* checked: at most MSG_NAME_MAX */
-    r->ctx = j;
-    r->ctx_free = free;
-    return j;
+static json_t *put_body(const GwNameJob *head) {
+    return topic_json(&((const TopicJob *)head)->t);
 }
+
+static const GwNameKind topic_kind = {"topic", "TOPIC_NOT_FOUND", put_body};
 
 /* Job thread: fields left out keep their value (a new topic: the
  * broker's defaultTopicQueueNums, RW, not ordered); sqlite write under the
  * registry's write_mu; the stored topic read back. */
 static void put_job(void *arg) {
     TopicJob *j = arg;
-    TopicRegistry *reg = broker_topics(j->broker);
+    GwNameJob *h = &j->head;
+    TopicRegistry *reg = broker_topics(h->broker);
     MetaTopic old;
-    bool exists = topic_get(reg, j->name, &old) == MQ_OK;
+    bool exists = topic_get(reg, h->name, &old) == MQ_OK;
     uint32_t queues = exists ? old.write_queues : topic_default_queues(reg);
     uint32_t perm = exists ? old.perm : (META_PERM_READ | META_PERM_WRITE);
     bool order = exists ? old.order : false;
     if (j->has_queues) queues = j->queues;
     if (j->has_perm) perm = j->perm;
     if (j->has_order) order = j->order;
-    j->rc = topic_put(reg, j->name, queues, perm, order, &j->created);
-    if (j->rc == MQ_OK) j->rc = topic_get(reg, j->name, &j->t);
-}
-
-/* The resumed call of a PUT: 201 created, 200 updated. */
-static enum MHD_Result put_resumed(GwRequest *r, const RtMatch *m) {
-    (void)m;
-    const TopicJob *j = r->ctx;
-    if (j->rc != MQ_OK) return gw_reply_err(r, j->rc, j->name);
-    json_t *out = topic_json(&j->t);
-    if (!out) return gw_reply_err(r, MQ_ERR_NOMEM, j->name);
-    return gw_reply_json(r, j->created ? 201 : 200, out);
+    h->rc = topic_put(reg, h->name, queues, perm, order, &h->created);
+    if (h->rc == MQ_OK) h->rc = topic_get(reg, h->name, &j->t);
 }
 
 /* PUT /v1/topics/{topic} {"queues":8,"perm":"RW","order":false}: fields
@@ -215,7 +193,7 @@ enum MHD_Result h_topic_put(GwRequest *r, const RtMatch *m) {
     if (ct && strncasecmp(ct, "application/json", 16) != 0) {
         return gw_reply_error(r, 415, NULL, "Content-Type must be application/json");
     }
-    TopicJob *j = topic_job_new(r, name, &ret);
+    TopicJob *j = gw_name_job_new(r, sizeof(*j), &topic_kind, name, &ret);
     if (!j) return ret;
     json_t *root = NULL;
     GwProblem prob = {0};
@@ -263,13 +241,13 @@ enum MHD_Result h_topic_put(GwRequest *r, const RtMatch *m) {
         }
     }
     json_decref(root);
-    return gw_offload(r, put_job, put_resumed);
+    return gw_offload(r, put_job, gw_name_job_put_resumed);
 }
 
 /* Job thread: the row in meta.db (with the topic's offsets) and the map
  * entry, then the consume-queue files. */
 static void delete_job(void *arg) {
-    TopicJob *j = arg;
+    GwNameJob *j = arg; /* the head of a TopicJob */
     j->rc = topic_delete(broker_topics(j->broker), j->name);
     if (j->rc != MQ_OK) return;
     /* Receive state of every group for it goes too: a topic made again
@@ -285,25 +263,12 @@ static void delete_job(void *arg) {
     }
 }
 
-/* The resumed call of a DELETE. */
-static enum MHD_Result delete_resumed(GwRequest *r, const RtMatch *m) {
-    (void)m;
-    const TopicJob *j = r->ctx;
-    if (j->rc == MQ_ERR_NOTFOUND) {
-        return gw_reply_error(r, 404, "TOPIC_NOT_FOUND", "topic '%s' does not exist", j->name);
-    }
-    if (j->rc != MQ_OK) return gw_reply_err(r, j->rc, j->name);
-    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-    if (!resp) return MHD_NO;
-    return gw_reply(r, MHD_HTTP_NO_CONTENT, resp);
-}
-
 /* DELETE /v1/topics/{topic}: 204.  The name is checked here; the delete
  * is a job. */
 enum MHD_Result h_topic_delete(GwRequest *r, const RtMatch *m) {
     const char *name = rt_param(m, "topic");
     enum MHD_Result ret;
     if (!h_topic_name_ok(r, name, &ret)) return ret;
-    if (!topic_job_new(r, name, &ret)) return ret;
-    return gw_offload(r, delete_job, delete_resumed);
+    if (!gw_name_job_new(r, sizeof(TopicJob), &topic_kind, name, &ret)) return ret;
+    return gw_offload(r, delete_job, gw_name_job_delete_resumed);
 }

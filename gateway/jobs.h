@@ -28,7 +28,8 @@
  * the topic now existing).  Likewise PUT and DELETE /v1/groups/{group}
  * (h_group.c), and a heartbeat to a group that does not exist yet with
  * autoCreateSubscriptionGroup on (h_member.c: the resumed call is the
- * heartbeat again).
+ * heartbeat again).  The topic and group writes share their context head
+ * and resumed answers: req.h's GwNameJob.
  *
  * Why one thread: these writes are rare admin operations and serialise on
  * the topic registry's write_mu and sqlite's single writer anyway; a FIFO

@@ -1,5 +1,6 @@
 /*
- * req.c - request validation shared by the handlers (see req.h).
+ * req.c - request validation shared by the handlers, and the context and
+ * answers of the named-resource admin writes (see req.h).
  */
 #define _GNU_SOURCE
 #include "req.h"
@@ -98,4 +99,46 @@ bool gw_json_batch(json_t *root, const char *field, size_t max, json_t **batch, 
                        max, *count);
     }
     return true;
+}
+
+/* ======================================================================
+ * Admin writes of a named resource
+ * ====================================================================== */
+
+void *gw_name_job_new(GwRequest *r, size_t size, const GwNameKind *kind, const char *name,
+                      enum MHD_Result *ret) {
+    MQ_ASSERT(size >= sizeof(GwNameJob));
+    GwNameJob *j = calloc(1, size);
+    if (!j) {
+        *ret = gw_reply_err(r, MQ_ERR_NOMEM, name);
+        return NULL;
+    }
+    j->kind = kind;
+    j->broker = gw_broker(r);
+    snprintf(j->name, sizeof(j->name), "%s", name);
+    r->ctx = j;
+    r->ctx_free = free;
+    return j;
+}
+
+enum MHD_Result gw_name_job_put_resumed(GwRequest *r, const RtMatch *m) {
+    (void)m;
+    const GwNameJob *j = r->ctx;
+    if (j->rc != MQ_OK) return gw_reply_err(r, j->rc, j->name);
+    json_t *out = j->kind->put_body(j);
+    if (!out) return gw_reply_err(r, MQ_ERR_NOMEM, j->name);
+    return gw_reply_json(r, j->created ? 201 : 200, out);
+}
+
+enum MHD_Result gw_name_job_delete_resumed(GwRequest *r, const RtMatch *m) {
+    (void)m;
+    const GwNameJob *j = r->ctx;
+    if (j->rc == MQ_ERR_NOTFOUND) {
+        return gw_reply_error(r, 404, j->kind->notfound_code, "%s '%s' does not exist",
+                              j->kind->noun, j->name);
+    }
+    if (j->rc != MQ_OK) return gw_reply_err(r, j->rc, j->name);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    return gw_reply(r, MHD_HTTP_NO_CONTENT, resp);
 }

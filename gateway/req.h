@@ -1,7 +1,9 @@
 /*
  * req.h - request validation shared by the handlers: a validation failure
  * carried to one reply, the JSON body as an object, integer query
- * parameters, and the {"<field>":[...]} batch form.
+ * parameters, and the {"<field>":[...]} batch form.  Also the job context
+ * and answers of the admin writes of a named resource (PUT and DELETE of
+ * a topic or a group), offloaded through jobs.h.
  */
 #ifndef PETREL_REQ_H
 #define PETREL_REQ_H
@@ -57,5 +59,53 @@ bool gw_json_fields(json_t *o, const char *const *names, json_t **values, const 
  * A batch object with other fields, a non-array or a bad size is 400. */
 bool gw_json_batch(json_t *root, const char *field, size_t max, json_t **batch, size_t *count,
                    GwProblem *p);
+
+/* ---- admin writes of a named resource (jobs.h) ---------------------------
+ * PUT and DELETE /v1/topics/{topic} and /v1/groups/{group} check the
+ * request on the worker, put the job's inputs in a context that starts
+ * with a GwNameJob (gw_name_job_new), gw_offload the sqlite write and
+ * answer from the context in a resumed call: gw_name_job_put_resumed or
+ * gw_name_job_delete_resumed, which the handler passes to gw_offload.
+ * The job function fills 'rc' (and 'created' for a PUT). */
+
+typedef struct GwNameJob GwNameJob;
+
+/* What differs between the resources: constant, one per resource. */
+typedef struct GwNameKind {
+    const char *noun;          /* "topic": the 404 message is "<noun> '<name>' does not exist" */
+    const char *notfound_code; /* the 404 code of a DELETE: "TOPIC_NOT_FOUND" */
+    /* The PUT answer's object, built from the whole context (the GwNameJob
+     * and what follows it) after a successful job; NULL when out of memory. */
+    json_t *(*put_body)(const GwNameJob *job);
+} GwNameKind;
+
+/* The head of the context of one named-resource write (GwRequest.ctx). */
+struct GwNameJob {
+    const GwNameKind *kind;       /* borrowed, static */
+    Broker *broker;               /* borrowed; outlives requests */
+    char name[META_NAME_MAX + 1]; /* the name from the path, checked */
+    int rc;                       /* the job's result: MQ_OK or an mq_err */
+    bool created;                 /* PUT: the resource is new */
+};
+
+/* gw_name_job_new allocates a zeroed context of 'size' bytes (>=
+ * sizeof(GwNameJob)) whose first member is a GwNameJob, fills that with
+ * 'kind' (static), the daemon's broker and 'name' (checked by the caller;
+ * cut at META_NAME_MAX bytes) and makes it r->ctx, freed at completion
+ * (r->ctx_free = free: the context owns no pointers).  Returns the
+ * context, or NULL when out of memory after answering 500 (MHD's result
+ * in '*ret').  MHD worker, from a handler, before gw_offload. */
+void *gw_name_job_new(GwRequest *r, size_t size, const GwNameKind *kind, const char *name,
+                      enum MHD_Result *ret);
+
+/* gw_name_job_put_resumed is the resumed call of a PUT (an RtHandler for
+ * gw_offload): the job's error as gw_reply_err, else kind->put_body's
+ * object with 201 when 'created', 200 when updated.  MHD worker. */
+enum MHD_Result gw_name_job_put_resumed(GwRequest *r, const RtMatch *m);
+
+/* gw_name_job_delete_resumed is the resumed call of a DELETE: 204 with no
+ * body when the job succeeded, 404 kind->notfound_code on MQ_ERR_NOTFOUND,
+ * else the job's error as gw_reply_err.  MHD worker. */
+enum MHD_Result gw_name_job_delete_resumed(GwRequest *r, const RtMatch *m);
 
 #endif
