@@ -689,7 +689,10 @@ int pop_ack(PopEngine *e, const MetaGroup *group, const char *topic, const char 
         if (receipt_decode(&rkey, handles[i], lens[i], &r) == MQ_OK)
             hs[nh++] = (Handle){r, i};
     }
-    qsort(hs, nh, sizeof(*hs), cmp_handle);
+    /* Clients ack in the order they received: usually sorted already. */
+    bool sorted = true;
+    for (size_t i = 1; i < nh && sorted; i++) sorted = cmp_handle(&hs[i - 1], &hs[i]) < 0;
+    if (!sorted) qsort(hs, nh, sizeof(*hs), cmp_handle);
     int64_t now = now_ms(e);
     int err = MQ_OK;
     for (size_t i = 0; i < nh;) {
