@@ -908,6 +908,10 @@ static int send_back(PopEngine *e, const PopQueue *q, uint64_t phys_off, const c
 
 /* Moves the expired deliveries of 'q' on.  Returns how many. */
 static size_t revive_queue(PopEngine *e, PopQueue *q, int64_t now) {
+    pthread_mutex_lock(&q->mu);
+    bool idle = q->dead || q->min_due_ms > now; /* the common case: nothing due */
+    pthread_mutex_unlock(&q->mu);
+    if (idle) return 0;
     MetaGroup g;
     if (group_get(e->cfg.groups, q->group, &g) != MQ_OK) return 0; /* deleted: dropped soon */
     bool orderly = g.orderly && !q->retry;

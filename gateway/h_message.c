@@ -773,7 +773,7 @@ enum MHD_Result h_message_pull(GwRequest *r, const RtMatch *m) {
     Broker *b = gw_broker(r);
     const char *topic = rt_param(m, "topic");
     enum MHD_Result ret;
-    if (!h_topic_read_name_ok(r, topic, &ret)) return ret;
+    if (!h_topic_any_name_ok(r, topic, &ret)) return ret;
     const char *bad = gw_query_unknown(r, known);
     if (bad) {
         return gw_reply_error(r, 400, "INVALID_PARAMETER", "unknown query parameter '%.64s'",

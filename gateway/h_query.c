@@ -155,7 +155,7 @@ enum MHD_Result h_query_messages(GwRequest *r, const RtMatch *m) {
     static const char *const known[] = {"key", "begin", "end", "max", NULL};
     const char *name = rt_param(m, "topic");
     enum MHD_Result ret;
-    if (!h_topic_read_name_ok(r, name, &ret)) return ret;
+    if (!h_topic_any_name_ok(r, name, &ret)) return ret;
     const char *bad = gw_query_unknown(r, known);
     if (bad) {
         return gw_reply_error(r, 400, "INVALID_PARAMETER", "unknown query parameter '%.64s'",

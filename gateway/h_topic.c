@@ -36,7 +36,7 @@ bool h_topic_name_ok(GwRequest *r, const char *topic, enum MHD_Result *ret) {
     return false;
 }
 
-bool h_topic_read_name_ok(GwRequest *r, const char *topic, enum MHD_Result *ret) {
+bool h_topic_any_name_ok(GwRequest *r, const char *topic, enum MHD_Result *ret) {
     size_t n = strlen(topic);
     bool group_topic = (strncmp(topic, MSG_RETRY_PREFIX, strlen(MSG_RETRY_PREFIX)) == 0 ||
                         strncmp(topic, MSG_DLQ_PREFIX, strlen(MSG_DLQ_PREFIX)) == 0) &&
@@ -79,7 +79,7 @@ static json_t *queues_json(Store *st, const MetaTopic *t) {
 /* Looks the {topic} of 'm' up: MQ_OK with '*t', or the answer was sent. */
 static bool find_topic(GwRequest *r, const RtMatch *m, MetaTopic *t, enum MHD_Result *ret) {
     const char *name = rt_param(m, "topic");
-    if (!h_topic_read_name_ok(r, name, ret)) return false;
+    if (!h_topic_any_name_ok(r, name, ret)) return false;
     int rc = topic_get(broker_topics(gw_broker(r)), name, t);
     if (rc == MQ_OK) return true;
     if (rc == MQ_ERR_NOTFOUND) {
@@ -268,7 +268,7 @@ static void delete_job(void *arg) {
 enum MHD_Result h_topic_delete(GwRequest *r, const RtMatch *m) {
     const char *name = rt_param(m, "topic");
     enum MHD_Result ret;
-    if (!h_topic_name_ok(r, name, &ret)) return ret;
+    if (!h_topic_any_name_ok(r, name, &ret)) return ret;
     if (!gw_name_job_new(r, sizeof(TopicJob), &topic_kind, name, &ret)) return ret;
     return gw_offload(r, delete_job, gw_name_job_delete_resumed);
 }

@@ -35,11 +35,11 @@ enum MHD_Result h_topic_queues(GwRequest *r, const RtMatch *m); /* GET .../{topi
  * valid, unreserved user topic name; otherwise it has answered 400
  * INVALID_NAME and put MHD's result in '*ret'.  MHD worker. */
 bool h_topic_name_ok(GwRequest *r, const char *topic, enum MHD_Result *ret);
-/* h_topic_read_name_ok is h_topic_name_ok that also accepts the retry and
+/* h_topic_any_name_ok is h_topic_name_ok that also accepts the retry and
  * dead-letter topics of groups ("%RETRY%<group>", "%DLQ%<group>"): the
- * read-only routes (topic detail, queues, pull, queries) serve them, so
- * operators can inspect and resend from a DLQ. */
-bool h_topic_read_name_ok(GwRequest *r, const char *topic, enum MHD_Result *ret);
+ * read-only routes (topic detail, queues, pull, queries) and DELETE serve
+ * them, so operators can inspect a DLQ, resend from it and drop it. */
+bool h_topic_any_name_ok(GwRequest *r, const char *topic, enum MHD_Result *ret);
 
 /* h_group.c: subscription groups (admin, progress) and their consumer
  * offsets. */

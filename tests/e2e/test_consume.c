@@ -583,9 +583,19 @@ static void test_pop_nack_retries_then_dead_letters_and_resend_brings_it_back(vo
     assert_string_equal(e2e_str(json_object_get(m, "properties"), "color"), "red");
     assert_int_equal(e2e_num(m, "reconsumeTimes"), 0);
     assert_int_equal(e2e_num(m, "queueOffset"), 1);
+    /* the resent copy names the dead message's origin: the first delivery */
+    assert_string_equal(e2e_str(m, "originMsgId"), orig_id);
     expect_ack(c, "gN", "Rt", e2e_str(m, "receiptHandle"), "OK");
     json_decref(r);
     json_decref(sent);
+
+    /* an operator drops the DLQ like any topic; producing to it stays refused */
+    json_t *pe = e2e_call(c, "POST", "/v1/topics/%25DLQ%25gN/messages", E2E_JSON,
+                          "{\"body\":\"x\"}", 400);
+    assert_string_equal(e2e_str(json_object_get(pe, "error"), "code"), "INVALID_NAME");
+    json_decref(pe);
+    json_decref(e2e_call(c, "DELETE", "/v1/topics/%25DLQ%25gN", NULL, NULL, 204));
+    json_decref(e2e_call(c, "GET", "/v1/topics/%25DLQ%25gN/queues", NULL, NULL, 404));
 }
 
 static void test_pop_nack_without_delay_follows_the_retry_ladder(void **state) {
