@@ -311,6 +311,28 @@ static bool resolve(GwRequest *r, const char *group, const ConsumeArgs *a, RtHan
     return true;
 }
 
+/* Hands out up to 'max' messages of target 't' into 'ds' ('*n'), as
+ * pop_receive.  Filtered-out messages are passed over SCAN_MAX per queue
+ * at a time: it goes on while that is all that happened, at most
+ * SCAN_ROUNDS times; '*more' then says some are still left to look at. */
+static int receive_some(Broker *b, const ConsumeTarget *t, int64_t max, int64_t invisible_ms,
+                        PopDelivery *ds, size_t *n, bool *more) {
+    PopRequest req = {.group = &t->group,
+                      .topic = t->topic.name,
+                      .read_queues = t->topic.read_queues,
+                      .filter = t->filter,
+                      .max_messages = (uint32_t)max,
+                      .invisible_ms = invisible_ms,
+                      .more = more};
+    int rc = MQ_OK;
+    for (int round = 0; round < SCAN_ROUNDS; round++) {
+        *more = false;
+        rc = pop_receive(broker_pop(b), &req, ds, n);
+        if (rc != MQ_OK || *n > 0 || !*more) break;
+    }
+    return rc;
+}
+
 /* Appends the message object of delivery 'd' (API.md's message plus
  * "receiptHandle"; a retry shows its subscribed topic; a retry or a
  * resent message shows, as "originMsgId", the id of the message first
@@ -462,22 +484,9 @@ enum MHD_Result h_consume_receive(GwRequest *r, const RtMatch *m) {
 
     PopDelivery *ds = malloc((size_t)a.max_messages * sizeof(*ds));
     size_t n = 0;
-    PopRequest req = {.group = &t.group,
-                      .topic = t.topic.name,
-                      .read_queues = t.topic.read_queues,
-                      .filter = t.filter,
-                      .max_messages = (uint32_t)a.max_messages,
-                      .invisible_ms = a.invisible_ms};
     bool more = false;
-    req.more = &more;
-    int rc = MQ_ERR_NOMEM;
-    /* Filtered-out messages are passed over SCAN_MAX per queue at a time:
-     * keep going while that is all that happened. */
-    for (int round = 0; ds && round < SCAN_ROUNDS; round++) {
-        more = false;
-        rc = pop_receive(broker_pop(b), &req, ds, &n);
-        if (rc != MQ_OK || n > 0 || !more) break;
-    }
+    int rc = ds ? receive_some(b, &t, a.max_messages, a.invisible_ms, ds, &n, &more)
+                : MQ_ERR_NOMEM;
     filter_unref(t.filter);
     if (rc != MQ_OK) {
         free(ds);
@@ -658,20 +667,9 @@ static long fill_stream(ConsumeCtx *c, ConsumeTarget *t) {
     Store *st = broker_store(b);
     PopDelivery *ds = malloc((size_t)c->args.max_messages * sizeof(*ds));
     size_t n = 0;
-    PopRequest req = {.group = &t->group,
-                      .topic = t->topic.name,
-                      .read_queues = t->topic.read_queues,
-                      .filter = t->filter,
-                      .max_messages = (uint32_t)c->args.max_messages,
-                      .invisible_ms = c->args.invisible_ms};
     bool more = false;
-    req.more = &more;
-    int rc = MQ_ERR_NOMEM;
-    for (int round = 0; ds && round < SCAN_ROUNDS; round++) {
-        more = false;
-        rc = pop_receive(broker_pop(b), &req, ds, &n);
-        if (rc != MQ_OK || n > 0 || !more) break;
-    }
+    int rc = ds ? receive_some(b, t, c->args.max_messages, c->args.invisible_ms, ds, &n, &more)
+                : MQ_ERR_NOMEM;
     if (rc == MQ_OK && n == 0 && more) {
         /* Only filtered-out messages so far: write a comment (MHD sends
          * it and calls again), so this worker serves others meanwhile. */

@@ -1349,16 +1349,7 @@ static int setup(void) {
         }
         cfg_g.perf_dir = perf;
     }
-    const char *bin = getenv("PETREL_BIN");
-    if (!bin || !*bin) bin = "bin/petrel";
-    if (!realpath(bin, cfg_g.petrel) || access(cfg_g.petrel, X_OK) != 0) {
-        fprintf(stderr, "bench: no broker binary '%s' (set PETREL_BIN)\n", bin);
-        return -1;
-    }
-    if (bench_scratch_root(cfg_g.root, sizeof(cfg_g.root), "petrel-bench-consume") != 0)
-        return -1;
-    bench_catch_signals();
-    signal(SIGPIPE, SIG_IGN);
+    if (bench_prepare(cfg_g.petrel, cfg_g.root, sizeof(cfg_g.root), "petrel-bench-consume") != 0) return -1;
     json_object_seed(0); /* before any thread uses jansson */
     return 0;
 }

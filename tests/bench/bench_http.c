@@ -946,16 +946,7 @@ static int setup(void) {
     cfg_g.lat_warmup_ms = (long)bench_env_num("BENCH_LAT_WARMUP_MS", 500, 0, 60000);
     cfg_g.wrk = getenv("BENCH_WRK") && *getenv("BENCH_WRK") ? getenv("BENCH_WRK") : "wrk";
     cfg_g.keep = getenv("BENCH_KEEP") && *getenv("BENCH_KEEP");
-    const char *bin = getenv("PETREL_BIN");
-    if (!bin || !*bin) bin = "bin/petrel";
-    if (!realpath(bin, cfg_g.petrel) || access(cfg_g.petrel, X_OK) != 0) {
-        fprintf(stderr, "bench: no broker binary '%s' (set PETREL_BIN)\n", bin);
-        return -1;
-    }
-    if (bench_scratch_root(cfg_g.root, sizeof(cfg_g.root), "petrel-bench-http") != 0)
-        return -1;
-    bench_catch_signals();
-    signal(SIGPIPE, SIG_IGN);
+    if (bench_prepare(cfg_g.petrel, cfg_g.root, sizeof(cfg_g.root), "petrel-bench-http") != 0) return -1;
     json_object_seed(0); /* before any thread uses jansson */
     return 0;
 }

@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,19 @@ bool bench_wanted_word(const char *group) {
         p += strspn(p, ", ");
     }
     return false;
+}
+
+int bench_prepare(char *petrel, char *root, size_t cap, const char *name) {
+    const char *bin = getenv("PETREL_BIN");
+    if (!bin || !*bin) bin = "bin/petrel";
+    if (!realpath(bin, petrel) || access(petrel, X_OK) != 0) {
+        fprintf(stderr, "bench: no broker binary '%s' (set PETREL_BIN)\n", bin);
+        return -1;
+    }
+    if (bench_scratch_root(root, cap, name) != 0) return -1;
+    bench_catch_signals();
+    signal(SIGPIPE, SIG_IGN);
+    return 0;
 }
 
 int bench_scratch_root(char *root, size_t cap, const char *name) {

@@ -64,6 +64,13 @@ bool bench_wanted_word(const char *group);
  * message on stderr.  The caller removes it (mq_rmtree) at the end. */
 int bench_scratch_root(char *root, size_t cap, const char *name);
 
+/* bench_prepare is the common start of a bench that runs brokers: the
+ * absolute path of $PETREL_BIN (default bin/petrel; it must be
+ * executable) into 'petrel' (PATH_MAX bytes), a scratch root as
+ * bench_scratch_root, SIGINT/SIGTERM caught and SIGPIPE ignored.  Returns
+ * 0, or -1 after a message on stderr. */
+int bench_prepare(char *petrel, char *root, size_t cap, const char *name);
+
 /* bench_print_machine prints the first lines of a bench's header:
  * "petrel <prog>  <local date>", the kernel and CPU count, the CPU model. */
 void bench_print_machine(const char *prog);
