@@ -32,6 +32,7 @@ struct Broker {
     MbTable *members;      /* live consumers and orderly locks */
     FilterCache *filters;  /* compiled subscriptions */
     PopEngine *pop;        /* receive/ack */
+    Scheduler *sched;      /* delay levels */
     int64_t delay_levels[DELAY_LEVELS_MAX];
     size_t n_delay_levels;
 };
@@ -133,6 +134,17 @@ int broker_open(const Config *conf, Broker **out) {
     };
     rc = pop_open(&pc, &b->pop);
     if (rc != MQ_OK) goto err_close_groups;
+    SchedConfig sch = {.store = b->store,
+                       .meta = b->meta,
+                       .topics = b->topics,
+                       .levels_ms = b->delay_levels,
+                       .n_levels = b->n_delay_levels,
+                       .thread = true};
+    rc = sched_open(&sch, &b->sched);
+    if (rc != MQ_OK) {
+        pop_close(b->pop);
+        goto err_close_groups;
+    }
     *out = b;
     return MQ_OK;
 
@@ -159,6 +171,7 @@ err_free:
 
 void broker_close(Broker *b) {
     if (!b) return;
+    sched_close(b->sched);
     pop_close(b->pop);
     filter_cache_close(b->filters);
     mb_close(b->members);
@@ -186,6 +199,10 @@ FilterCache *broker_filters(Broker *b) {
 
 PopEngine *broker_pop(Broker *b) {
     return b->pop;
+}
+
+Scheduler *broker_scheduler(Broker *b) {
+    return b->sched;
 }
 
 const int64_t *broker_delay_levels(const Broker *b, size_t *n) {

@@ -14,6 +14,7 @@
 #include "group.h"
 #include "members.h"
 #include "pop.h"
+#include "schedule.h"
 #include "idem.h"
 #include "longpoll.h"
 #include "meta.h"
@@ -77,6 +78,7 @@ GroupRegistry *broker_groups(Broker *b);
 MbTable *broker_members(Broker *b);
 FilterCache *broker_filters(Broker *b);
 PopEngine *broker_pop(Broker *b);
+Scheduler *broker_scheduler(Broker *b); /* delay levels (its thread runs while open) */
 const int64_t *broker_delay_levels(const Broker *b, size_t *n);
 
 /* A snapshot for /healthz and monitoring. */

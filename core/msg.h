@@ -84,6 +84,7 @@ bool msg_system_name_valid(const char *name, size_t len);
 #define MSG_PROP_PGROUP "PGROUP"       /* producer group of a half message */
 #define MSG_PROP_TRAN_CHECK_TIMES "TRANSACTION_CHECK_TIMES"
 #define MSG_PROP_CHECK_IMMUNITY "CHECK_IMMUNITY_TIME_IN_SECONDS"
+#define MSG_PROP_DELAY_SRC "__DELAY_SRC" /* "<level>:<schedule queue offset>" of a re-put */
 
 /* One property.  Both slices are borrowed. */
 typedef struct MsgProp {

@@ -332,6 +332,8 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
     ClAppendResult *res = calloc(count, sizeof(*res));
     ProduceCtx *ctx = NULL;
     ProduceAnswer answer = {NULL, count, batch};
+    uint8_t **wrap_bufs = NULL; /* property blocks of delayed messages */
+    uint32_t *real_queue = NULL; /* their real queues */
     bool claimed = false; /* holds an Idempotency-Key claim */
     bool settled = false; /* the claim is answer_produce's to settle */
     IdemRef idem_buf;
@@ -342,8 +344,16 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
     /* Every message is checked (properties too) before the topic may be
      * auto-created: a rejected request leaves nothing behind. */
     const uint8_t *ip = broker_store_host(b);
+    size_t n_levels = 0;
+    broker_delay_levels(b, &n_levels);
     for (size_t i = 0; i < count; i++) {
-        if (!pr_encode_props(&req.msgs[i], ip, &prob)) {
+        ProduceMsg *pm = &req.msgs[i];
+        if (pm->has_delay_level && (pm->delay_level < 1 || (uint64_t)pm->delay_level > n_levels)) {
+            ret = gw_reply_error(r, 400, "INVALID_FIELD", "%sdelayLevel must be an integer in "
+                                 "1..%zu (messageDelayLevel)", pm->where, n_levels);
+            goto out;
+        }
+        if (!pr_encode_props(pm, ip, &prob)) {
             ret = gw_reply_problem(r, &prob);
             goto out;
         }
@@ -379,6 +389,11 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
     client_host(r, born);
     int64_t now = mq_now_ms();
     uint64_t body_bytes = 0;
+    real_queue = calloc(count, sizeof(*real_queue));
+    if (!real_queue) {
+        ret = gw_reply_err(r, MQ_ERR_NOMEM, "produce");
+        goto out;
+    }
     for (size_t i = 0; i < count; i++) {
         ProduceMsg *pm = &req.msgs[i];
         uint32_t queue = 0;
@@ -396,6 +411,25 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
                              .body = pm->body,
                              .props = mq_slice(pm->props_buf, pm->props_len)};
         memcpy(cms[i].born_host, born, 8);
+        if (pm->has_delay_level) {
+            /* Stored in the schedule topic until due (core/schedule.h);
+             * the level was checked with the other fields. */
+            if (!wrap_bufs) wrap_bufs = calloc(count, sizeof(*wrap_bufs));
+            uint8_t *wb = wrap_bufs ? malloc(CL_PROPS_MAX) : NULL;
+            if (!wb) {
+                ret = gw_reply_err(r, MQ_ERR_NOMEM, "produce");
+                goto out;
+            }
+            wrap_bufs[i] = wb;
+            ClMessage real = cms[i];
+            if (sched_wrap(&real, (uint32_t)pm->delay_level, wb, CL_PROPS_MAX, &cms[i]) !=
+                MQ_OK) {
+                ret = gw_reply_error(r, 400, "INVALID_FIELD", "%sproperties too large for a "
+                                     "delayed message", pm->where);
+                goto out;
+            }
+            real_queue[i] = queue;
+        }
     }
 
     Store *st = broker_store(b);
@@ -420,7 +454,9 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
         SendResult *sr = &answer.results[i];
         msg_id_encode(ip, res[i].phys_off, sr->msg_id);
         memcpy(sr->uniq, req.msgs[i].uniq, sizeof(sr->uniq));
-        sr->queue_id = cms[i].queue_id;
+        /* A delayed message: its real queue (RocketMQ answers the same),
+         * and its offset in the schedule queue. */
+        sr->queue_id = wrap_bufs && wrap_bufs[i] ? real_queue[i] : cms[i].queue_id;
         sr->queue_off = res[i].queue_off;
     }
 
@@ -457,6 +493,9 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
 out:
     if (claimed && !settled) idem_abort(broker_idempotency(b), topic, gw_header(r, IDEM_HEADER));
     free(answer.results);
+    for (size_t i = 0; wrap_bufs && i < count; i++) free(wrap_bufs[i]);
+    free(wrap_bufs);
+    free(real_queue);
     pr_req_clear(&req);
     free(cms);
     free(res);

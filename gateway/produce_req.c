@@ -64,15 +64,16 @@ static bool add_key(ProduceMsg *m, const char *k, size_t len, size_t idx, GwProb
 }
 
 static bool is_delay_field(const char *name) {
-    return strcmp(name, "delayLevel") == 0 || strcmp(name, "deliverAt") == 0 ||
-           strcmp(name, "delayMs") == 0;
+    return strcmp(name, "deliverAt") == 0 || strcmp(name, "delayMs") == 0;
 }
 
 static bool unsupported_delay(const char *where, const char *name, GwProblem *p) {
     return gw_fail(p, 400, "UNSUPPORTED_FIELD",
-                   "%s%s: delayed messages are not supported yet (they come in a later release)",
+                   "%s%s: delivery at a chosen time is not supported yet (use delayLevel; "
+                   "it comes in a later release)",
                    where, name);
 }
+
 
 /* The body size rule, for both forms. */
 static bool check_body_size(const ProduceMsg *m, size_t max_body, GwProblem *p) {
@@ -155,6 +156,9 @@ static bool decode_json_msg(json_t *o, ProduceMsg *m, size_t max_body, GwProblem
                                "%squeueId must be a non-negative integer", where);
             }
             m->queue_id = json_integer_value(v);
+        } else if (strcmp(key, "delayLevel") == 0) {
+            m->has_delay_level = true;
+            m->delay_level = json_is_integer(v) ? json_integer_value(v) : PR_DELAY_LEVEL_BAD;
         } else if (is_delay_field(key)) {
             return unsupported_delay(where, key, p);
         } else {
@@ -416,7 +420,11 @@ bool pr_decode_json_fast(const char *json, size_t len, size_t max_body, ProduceR
 /* The raw form's checks, in the order of the JSON form's error list. */
 static bool decode_raw(const ProduceRawParams *q, const void *body, size_t len, size_t max_body,
                        ProduceMsg *m, GwProblem *p) {
-    if (q->delay_level) return unsupported_delay("", "delayLevel", p);
+    if (q->delay_level) {
+        int64_t lv = 0;
+        m->has_delay_level = true;
+        m->delay_level = gw_parse_u63(q->delay_level, &lv) ? lv : PR_DELAY_LEVEL_BAD;
+    }
     if (q->delay_ms) return unsupported_delay("", "delayMs", p);
     if (q->deliver_at) return unsupported_delay("", "deliverAt", p);
     if (q->tags) {

@@ -30,6 +30,8 @@
 /* One message of a request, decoded and checked.  Slices borrow from the
  * JSON tree or the raw request's parameters and body; the '*_owned',
  * 'keys' and 'props_buf' buffers belong to it (pr_req_clear). */
+#define PR_DELAY_LEVEL_BAD INT64_MIN /* ProduceMsg.delay_level that is not an integer */
+
 typedef struct ProduceMsg {
     char where[32];            /* prefix of its error messages: "" or "messages[N]." */
     MqSlice body;              /* 1..max_body bytes */
@@ -38,6 +40,10 @@ typedef struct ProduceMsg {
     char *keys;                /* space-joined keys, malloc'd; NULL = none */
     MqSlice sharding_key;      /* empty = none */
     int64_t queue_id;          /* -1 = not given */
+    bool has_delay_level;      /* "delayLevel" given */
+    int64_t delay_level;       /* its value as given (PR_DELAY_LEVEL_BAD: not an
+                                * integer); the range (1..levels) is the caller's
+                                * to check, it knows messageDelayLevel */
     json_t *props;             /* "properties" object (borrowed), or NULL; checked
                                 * by pr_encode_props */
     uint8_t *props_buf;        /* pr_encode_props: the property block, malloc'd */
@@ -67,8 +73,9 @@ typedef struct ProduceRawParams {
 /* pr_decode_json decodes 'root', a JSON object (the whole request body),
  * as one message or as the batch form into 'out' (zeroed first), checking
  * every field except "properties" (see pr_encode_props): bodies of 1 to
- * 'max_body' bytes after base64, tags, keys, shardingKey, queueId; delay
- * fields are UNSUPPORTED_FIELD.  The first problem found goes in 'p' and
+ * 'max_body' bytes after base64, tags, keys, shardingKey, queueId,
+ * delayLevel (an integer; its range is the caller's); delayMs and
+ * deliverAt are UNSUPPORTED_FIELD (not yet implemented).  The first problem found goes in 'p' and
  * false is returned ('out' then holds nothing to clear).  On success the
  * caller owns 'out' (pr_req_clear); its slices borrow from 'root', which
  * must outlive it.  Any thread. */
