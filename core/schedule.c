@@ -22,6 +22,10 @@ struct Scheduler {
     SchedConfig cfg;
     int64_t levels[DELAY_LEVELS_MAX];
     _Atomic uint64_t pos[DELAY_LEVELS_MAX]; /* next offset per level; written by the runner */
+    size_t n_known;                         /* levels with a position: the configured
+                                             * ones and any more saved by an earlier run
+                                             * (kept, so growing the levels back does
+                                             * not deliver their messages again) */
     int64_t next_due_ms;                    /* earliest due head seen by the last pass */
     int64_t last_save_ns;
     pthread_mutex_t run_mu;                 /* one pass at a time */
@@ -204,7 +208,7 @@ static int save(Scheduler *s) {
     char buf[32 + 21 * DELAY_LEVELS_MAX];
     uint64_t w = cl_write_offset(store_commitlog(s->cfg.store));
     int k = snprintf(buf, sizeof(buf), "%" PRIu64, w);
-    for (size_t i = 0; i < s->cfg.n_levels; i++)
+    for (size_t i = 0; i < s->n_known; i++)
         k += snprintf(buf + k, sizeof(buf) - (size_t)k, " %" PRIu64, atomic_load(&s->pos[i]));
     int rc = meta_kv_put(s->cfg.meta, SCHED_PROGRESS_KEY, buf);
     if (rc != MQ_OK) MQ_WARN("cannot save the delay positions: %s", mq_strerror(rc));
@@ -261,8 +265,9 @@ static int load(Scheduler *s, bool *found, uint64_t *w) {
     for (size_t i = 0; *end == ' '; i++) {
         p = end + 1;
         uint64_t v = strtoull(p, &end, 10);
-        if (end == p || errno) goto bad;
-        if (i < s->cfg.n_levels) atomic_store(&s->pos[i], v); /* fewer levels now: dropped */
+        if (end == p || errno || i >= DELAY_LEVELS_MAX) goto bad;
+        atomic_store(&s->pos[i], v); /* kept even when fewer levels are configured now */
+        if (i + 1 > s->n_known) s->n_known = i + 1;
     }
     if (*end != '\0') goto bad;
     return MQ_OK;
@@ -290,7 +295,7 @@ static void scan_reputs(Scheduler *s, uint64_t w) {
             if (colon && parse_u64(mq_slice(vs, (size_t)(colon - vs)), DELAY_LEVELS_MAX, &level) &&
                 parse_u64(mq_slice(colon + 1, v.len - (size_t)(colon + 1 - vs)), UINT64_MAX - 1,
                           &qoff) &&
-                level >= 1 && level <= s->cfg.n_levels &&
+                level >= 1 && level <= s->n_known &&
                 atomic_load(&s->pos[level - 1]) <= qoff) {
                 atomic_store(&s->pos[level - 1], qoff + 1);
                 found++;
@@ -318,6 +323,7 @@ int sched_open(const SchedConfig *cfg, Scheduler **out) {
     s->cfg = *cfg;
     memcpy(s->levels, cfg->levels_ms, cfg->n_levels * sizeof(int64_t));
     s->cfg.levels_ms = s->levels;
+    s->n_known = cfg->n_levels;
     pthread_mutex_init(&s->run_mu, NULL);
     pthread_mutex_init(&s->stop_mu, NULL);
     mq_cond_init_mono(&s->stop_cv);

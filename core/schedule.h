@@ -15,7 +15,9 @@
  * so at or after W.  At open the log is scanned from W for __DELAY_SRC
  * properties and each level's position is moved past the re-puts found
  * there: a message re-put just before a crash is not put again, and one
- * not yet re-put is.  store/FORMAT.md "Schedule topic".
+ * not yet re-put is.  Positions of levels no longer configured are kept
+ * (and saved), so configuring them again later does not deliver their
+ * messages twice.  store/FORMAT.md "Schedule topic".
  */
 #ifndef PETREL_SCHEDULE_H
 #define PETREL_SCHEDULE_H

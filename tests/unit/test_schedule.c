@@ -221,9 +221,15 @@ static void test_sched_bad_saved_positions_are_corrupt(void **state) {
     mq_log_level = saved;
     assert_null(f->s);
     assert_int_equal(meta_kv_put(f->meta, SCHED_PROGRESS_KEY, "0 5 9 7"), MQ_OK);
-    sched_start(f); /* more levels saved than configured: ignored */
+    sched_start(f); /* more levels saved than configured: kept for later */
     assert_int_equal(sched_position(f->s, 1), 5);
     assert_int_equal(sched_position(f->s, 2), 9);
+    sched_close(f->s); /* saves all three */
+    f->s = NULL;
+    char again[128];
+    assert_int_equal(meta_kv_get(f->meta, SCHED_PROGRESS_KEY, again, sizeof(again)), MQ_OK);
+    assert_non_null(strstr(again, " 5 9 7"));
+    sched_start(f);
 }
 
 static void test_sched_wrap_refuses_bad_levels_and_full_properties(void **state) {
