@@ -181,7 +181,9 @@ static size_t run_level(Scheduler *s, uint32_t level, int64_t now) {
             pos = off + 1; /* aged out */
             continue;
         }
-        int64_t due = rec.store_ts + delay;
+        /* store_ts is whole milliseconds, cut down: +1 so that no message
+         * comes out before its store time + delay, even by a fraction. */
+        int64_t due = rec.store_ts + delay + 1;
         if (due > now) {
             mf_unref(&ref);
             if (due < s->next_due_ms) s->next_due_ms = due;

@@ -14,6 +14,7 @@
  *               up to 1000 on a second connection by another thread.
  *               Ceiling: the same pull rate.
  *   receivelat  produce -> long-poll receive latency at a paced rate
+ *   delaylat    lateness of delayLevel 1 (1 s) messages at BENCH_DELAY_RATE (2000/s)
  *               (benchlib's paced producers, BENCH_LAT_CONSUMERS consumers
  *               doing receive waitMs=1000 + ack).  Ceiling: produce ->
  *               long-poll pull latency with the same pacer, measured just
@@ -51,7 +52,7 @@
  *   BENCH_LAT_CONSUMERS (2)        long-poll receive consumers
  *   BENCH_LAT_WARMUP_MS (500)      latencies of messages sent earlier are
  *                                  printed, not judged
- *   BENCH_ONLY (all)               groups: receive stream receivelat (whole
+ *   BENCH_ONLY (all)               groups: receive stream receivelat delaylat (whole
  *                                  words; the pull ceiling runs with receive
  *                                  and stream)
  *   BENCH_BROKER_FLAGS ()          more --key=value flags for every broker
@@ -114,6 +115,7 @@ typedef struct Settings {
     long msgs;             /* BENCH_CONSUME_MSGS: preloaded */
     int stream_max;        /* BENCH_STREAM_MAX: maxMessages per stream fetch */
     double lat_rate;       /* BENCH_LAT_RATE: msgs/s of the paced producers */
+    double delay_rate;     /* BENCH_DELAY_RATE: msgs/s of the delayed case */
     int lat_producers;     /* BENCH_LAT_PRODUCERS */
     int lat_consumers;     /* BENCH_LAT_CONSUMERS */
     long lat_warmup_ms;    /* BENCH_LAT_WARMUP_MS: not judged at the start */
@@ -1104,11 +1106,14 @@ typedef struct LatFigure {
  * 'fn', each given a LatReceiver ('receivers': receive + ack) or its
  * LatConsumer (pull), prints what they saw and returns the figures. */
 static LatFigure lat_case(const Srv *a, const char *label, const char *topic,
-                          void *(*fn)(void *), int nc, bool receivers) {
+                          void *(*fn)(void *), int nc, bool receivers, double pace,
+                          int delay_level, int64_t delay_ms) {
     LatFigure f = {NAN, NAN, NAN, NAN};
     LatRun run;
-    bool ok = lat_run_init(&run, a->port, topic, cfg_g.lat_rate, cfg_g.lat_producers,
-                           cfg_g.secs, (int64_t)cfg_g.lat_warmup_ms * 1000000);
+    bool ok = lat_run_init(&run, a->port, topic, pace, cfg_g.lat_producers, cfg_g.secs,
+                           (int64_t)cfg_g.lat_warmup_ms * 1000000);
+    run.delay_level = delay_level;
+    run.delay_ns = delay_ms * 1000000;
     atomic_uint_fast64_t got;
     atomic_init(&got, 0);
     LatProducer *prod = calloc((size_t)run.producers, sizeof(*prod));
@@ -1191,7 +1196,11 @@ static LatFigure lat_case(const Srv *a, const char *label, const char *topic,
                hist_pct(&lat, 0.99) / 1e3, hist_pct(&lat, 0.999) / 1e3, hist_pct(&lat, 1.0) / 1e3,
                "", hist_pct(&all, 0.99) / 1e3, hist_pct(&all, 1.0) / 1e3,
                cpu / (double)sent * 1e6);
-        bool broken = all.count != sent || dups || unknown ||
+        uint64_t early = atomic_load(&run.early);
+        if (delay_level > 0)
+            printf("  %-10s delayLevel %d (%" PRId64 " ms): latencies above count from send + "
+                   "delay; %" PRIu64 " delivered early\n", "", delay_level, delay_ms, early);
+        bool broken = all.count != sent || dups || unknown || early ||
                       (receivers && (ac.ok != sent || ac.expired || ac.invalid));
         if (broken) {
             fprintf(stderr, "bench: %s: BROKEN: %" PRIu64 " sent, %" PRIu64 " received once, "
@@ -1227,10 +1236,11 @@ static void lat_cases(void) {
                               "application/json", body, blen, 200, "{\"messages\":[", NULL);
         http_free(&h);
         if (ok) {
-            pull = lat_case(&a, "latpull", LAT_PULL_TOPIC, lat_pull_main, 1, false);
+            pull = lat_case(&a, "latpull", LAT_PULL_TOPIC, lat_pull_main, 1, false,
+                            cfg_g.lat_rate, 0, 0);
             if (!bench_interrupted)
                 recv = lat_case(&a, "latrecv", LAT_RECV_TOPIC, lat_receive_main,
-                                cfg_g.lat_consumers, true);
+                                cfg_g.lat_consumers, true, cfg_g.lat_rate, 0, 0);
         } else {
             case_errors++;
         }
@@ -1246,6 +1256,42 @@ static void lat_cases(void) {
                 cfg_g.lat_consumers);
     if (!isnan(pull.p99_ms)) row_ceiling(r, pull.p99_ms, "ms", "pull long-poll p99");
     row_target(r, recv.p99_ms, false, 5, "< 5 ms");
+}
+
+/* Delayed messages: the same pacer produces every message with
+ * delayLevel 1 (1 s on this broker) and receivers take them; the latency
+ * is counted from send + 1 s: how late the delay scheduler delivers. */
+static void delay_case(void) {
+    Srv a;
+    LatFigure d = {NAN, NAN, NAN, NAN};
+    static const char *const flags[] = {"--messageDelayLevel=1s 5s", NULL};
+    bool up = srv_start(&a, cfg_g.petrel, cfg_g.root, "delay", flags) == 0;
+    if (up) {
+        bench_sleep_ms(500);
+        printf("  broker delay on port %d (pid %d), --messageDelayLevel=1s 5s\n", a.port,
+               (int)a.pid);
+        char body[256];
+        size_t blen = receive_body(body, sizeof(body), LAT_RECV_TOPIC, 1, INVISIBLE_MS, 0);
+        Http h;
+        http_init(&h, a.port);
+        bool ok = put_topic(a.port, LAT_RECV_TOPIC, TOPIC_QUEUES) &&
+                  http_expect(&h, "delay", "POST", "/v1/groups/" LAT_GROUP "/receive",
+                              "application/json", body, blen, 200, "{\"messages\":[", NULL);
+        http_free(&h);
+        if (ok)
+            d = lat_case(&a, "delay", LAT_RECV_TOPIC, lat_receive_main, cfg_g.lat_consumers,
+                         true, cfg_g.delay_rate, 1, 1000);
+        else
+            case_errors++;
+    } else {
+        case_errors++;
+    }
+    srv_stop(&a, cfg_g.keep);
+    Row *r = row_add("msgs/s", d.rate, "paced produce with delayLevel 1 (1 s)");
+    row_ceiling(r, cfg_g.delay_rate, "/s", "scheduled");
+    row_add("ms", d.p50_ms, "  delayed message lateness p50 (receive - send - 1 s)");
+    r = row_add("ms", d.p99_ms, "  delayed message lateness p99");
+    row_target(r, d.p99_ms, false, 100, "< 100 ms");
 }
 
 /* ======================================================================
@@ -1339,6 +1385,7 @@ static int setup(void) {
     cfg_g.lat_rate = bench_env_num("BENCH_LAT_RATE", 10000, 1, 1e6);
     cfg_g.lat_producers = (int)bench_env_num("BENCH_LAT_PRODUCERS", 8, 1, 64);
     cfg_g.lat_consumers = (int)bench_env_num("BENCH_LAT_CONSUMERS", 2, 1, 64);
+    cfg_g.delay_rate = bench_env_num("BENCH_DELAY_RATE", 2000, 1, 1e6);
     cfg_g.lat_warmup_ms = (long)bench_env_num("BENCH_LAT_WARMUP_MS", 500, 0, 60000);
     cfg_g.keep = getenv("BENCH_KEEP") && *getenv("BENCH_KEEP");
     const char *perf = getenv("BENCH_PERF");
@@ -1364,6 +1411,10 @@ int main(void) {
     if (receive || stream) {
         printf("receive+ack and SSE stream throughput, pull ceiling...\n");
         throughput_cases(receive, stream);
+    }
+    if (bench_wanted_word("delaylat") && !bench_interrupted) {
+        printf("\ndelayed messages: delivery lateness at a paced rate...\n");
+        delay_case();
     }
     if (bench_wanted_word("receivelat") && !bench_interrupted) {
         printf("produce -> long-poll latency: pull (ceiling), then receive + ack...\n");

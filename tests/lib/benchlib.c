@@ -759,6 +759,7 @@ bool lat_run_init(LatRun *run, int port, const char *topic, double rate, int pro
     atomic_init(&run->last_ns, 0);
     atomic_init(&run->producers_left, producers);
     atomic_init(&run->failed, false);
+    atomic_init(&run->early, 0);
     return run->sent_ns && run->seen;
 }
 
@@ -793,12 +794,18 @@ void *lat_producer_main(void *arg) {
     http_init(&h, run->port);
     char path[160];
     snprintf(path, sizeof(path), "/v1/topics/%s/messages", run->topic);
-    char body[BENCH_BODY_LEN + 16];
+    char body[BENCH_BODY_LEN + 48];
     for (uint64_t seq = (uint64_t)p->idx; seq < run->cap; seq += (uint64_t)run->producers) {
         int64_t due = run->t0 + (int64_t)((double)seq * 1e9 / run->rate);
         if (due >= run->end || bench_interrupted || atomic_load(&run->failed)) break;
         bench_sleep_until(due);
         size_t len = lat_msg(body, seq);
+        if (run->delay_level > 0 && len > 0 && body[len - 1] == '}') {
+            /* the same message, delayed: {"body":"...","delayLevel":N} */
+            int k = snprintf(body + len - 1, sizeof(body) - (len - 1), ",\"delayLevel\":%d}",
+                             run->delay_level);
+            if (k > 0) len = len - 1 + (size_t)k;
+        }
         int64_t t = mq_mono_ns();
         if (t - due > 1000000) p->late++;
         atomic_store_explicit(&run->sent_ns[seq], t, memory_order_release);
@@ -846,8 +853,13 @@ size_t lat_take(LatConsumer *c, const char *resp, int64_t t) {
             c->dups++;
             continue;
         }
-        hist_add(&c->all, (uint64_t)(t - ts));
-        if (ts >= run->t0 + run->warmup_ns) hist_add(&c->lat, (uint64_t)(t - ts));
+        int64_t lat = t - ts - run->delay_ns; /* a delayed message: how late */
+        if (lat < 0) {
+            atomic_fetch_add(&run->early, 1); /* delivered before its time */
+            lat = 0;
+        }
+        hist_add(&c->all, (uint64_t)lat);
+        if (ts >= run->t0 + run->warmup_ns) hist_add(&c->lat, (uint64_t)lat);
         if (c->dump)
             fprintf(c->dump, "%.3f %.1f\n", (double)(ts - run->t0) / 1e6, (double)(t - ts) / 1e3);
     }

@@ -274,6 +274,9 @@ typedef struct LatRun {
     _Atomic int64_t last_ns;     /* when the last send started */
     atomic_int producers_left;
     atomic_bool failed;
+    int delay_level;             /* > 0: every message is produced with this delayLevel */
+    int64_t delay_ns;            /* its delay: latencies are counted from send + this */
+    atomic_uint_fast64_t early;  /* messages received before send + delay_ns */
 } LatRun;
 
 typedef struct LatProducer {
