@@ -259,6 +259,8 @@ static void render_pop(Broker *b, GwText *t) {
               (double)ps.inflight);
     put_gauge(t, "petrel_consumer_groups", "subscription groups",
               (double)group_count(broker_groups(b)));
+    put_gauge(t, "petrel_delayed_messages", "messages waiting in the delay levels",
+              (double)sched_pending(broker_scheduler(b)));
 }
 
 int64_t gwm_rss_anon(void) {
