@@ -1221,6 +1221,29 @@ static void test_pop_stream_pushes_messages_and_keeps_alive(void **state) {
     json_decref(r);
 }
 
+static void test_pop_stream_ends_cleanly_when_the_broker_stops(void **state) {
+    E2eCase *c = *state;
+    e2e_case_start(c, NULL);
+    e2e_create_topic(c, "Sse3", 1);
+    Sse s;
+    sse_start(&s, c, "/v1/groups/gS3/stream?topic=Sse3", 8000);
+    assert_true(sse_wait(&s, ": stream open", 1, 3000));
+    produce_body(c, "Sse3", "s0", 0);
+    assert_true(sse_wait(&s, "event: message", 1, 3000));
+    /* SIGTERM while the stream waits (suspended) for more */
+    long long t0 = e2e_now_ms();
+    assert_int_equal(e2e_stop(&c->srv), 0);
+    long long stop_ms = e2e_now_ms() - t0;
+    sse_join(&s);
+    print_message("broker stopped %lld ms after SIGTERM with a stream open; curl code %d\n",
+                  stop_ms, (int)s.curl_code);
+    assert_true(stop_ms < 3000);
+    assert_int_equal(s.status, 200);
+    assert_int_equal(s.curl_code, CURLE_OK); /* the chunked stream ended properly */
+    assert_int_equal(sse_count(&s, "event: message", 0), 1);
+    sse_free(&s);
+}
+
 static void test_pop_stream_client_going_away_leaves_messages_to_come_back(void **state) {
     E2eCase *c = *state;
     const char *flags[] = {"--sseKeepAliveInterval=300", NULL};
@@ -1598,6 +1621,8 @@ int main(void) {
                                         e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_pop_stream_pushes_messages_and_keeps_alive, setup,
                                         e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_pop_stream_ends_cleanly_when_the_broker_stops,
+                                        setup, e2e_case_teardown),
         cmocka_unit_test_setup_teardown(
             test_pop_stream_client_going_away_leaves_messages_to_come_back, setup,
             e2e_case_teardown),
