@@ -29,6 +29,7 @@
 #include "delay.h"
 #include "longpoll.h"
 #include "meta.h"
+#include "msg.h"
 #include "mq.h"
 #include "store.h"
 #include "topic.h"
@@ -36,6 +37,10 @@
 #define SCHED_PROGRESS_KEY "delay_progress" /* kv key of the saved positions */
 #define SCHED_SAVE_INTERVAL_MS 1000         /* how often they are saved */
 #define SCHED_TICK_MS 100                   /* longest sleep while a level is empty */
+/* Most bytes sched_wrap adds to a message's properties: REAL_TOPIC with a
+ * topic of CL_TOPIC_MAX bytes, REAL_QID and DELAY with their separators. */
+#define SCHED_WRAP_EXTRA (sizeof(MSG_PROP_REAL_TOPIC) + 255 + sizeof(MSG_PROP_REAL_QID) + 10 + \
+                          sizeof(MSG_PROP_DELAY) + 10 + 6)
 
 typedef struct SchedConfig {
     Store *store;          /* borrowed: all outlive the scheduler */

@@ -415,14 +415,16 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
             /* Stored in the schedule topic until due (core/schedule.h);
              * the level was checked with the other fields. */
             if (!wrap_bufs) wrap_bufs = calloc(count, sizeof(*wrap_bufs));
-            uint8_t *wb = wrap_bufs ? malloc(CL_PROPS_MAX) : NULL;
+            /* its properties plus REAL_TOPIC, REAL_QID and DELAY */
+            size_t wcap = pm->props_len + SCHED_WRAP_EXTRA;
+            uint8_t *wb = wrap_bufs ? malloc(wcap) : NULL;
             if (!wb) {
                 ret = gw_reply_err(r, MQ_ERR_NOMEM, "produce");
                 goto out;
             }
             wrap_bufs[i] = wb;
             ClMessage real = cms[i];
-            if (sched_wrap(&real, (uint32_t)pm->delay_level, wb, CL_PROPS_MAX, &cms[i]) !=
+            if (sched_wrap(&real, (uint32_t)pm->delay_level, wb, wcap, &cms[i]) !=
                 MQ_OK) {
                 ret = gw_reply_error(r, 400, "INVALID_FIELD", "%sproperties too large for a "
                                      "delayed message", pm->where);

@@ -268,7 +268,7 @@ static bool plain_uint(Scan *sc, int64_t *out) {
     return true;
 }
 
-enum { F_BODY = 1, F_ENC = 2, F_TAGS = 4, F_KEYS = 8, F_SHARD = 16, F_QUEUE = 32 };
+enum { F_BODY = 1, F_ENC = 2, F_TAGS = 4, F_KEYS = 8, F_SHARD = 16, F_QUEUE = 32, F_DELAY = 64 };
 
 /* Which known field 'name' is (0: none the fast path handles). */
 static int field_of(MqSlice name) {
@@ -276,7 +276,8 @@ static int field_of(MqSlice name) {
         const char *name;
         int bit;
     } fields[] = {{"body", F_BODY},   {"bodyEncoding", F_ENC}, {"tags", F_TAGS},
-                  {"keys", F_KEYS},   {"shardingKey", F_SHARD}, {"queueId", F_QUEUE}};
+                  {"keys", F_KEYS},   {"shardingKey", F_SHARD}, {"queueId", F_QUEUE},
+                  {"delayLevel", F_DELAY}};
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         if (name.len == strlen(fields[i].name) && memcmp(name.ptr, fields[i].name, name.len) == 0)
             return fields[i].bit;
@@ -322,6 +323,10 @@ static bool fast_msg(Scan *sc, ProduceMsg *m, size_t max_body) {
             break;
         case F_QUEUE:
             if (!plain_uint(sc, &m->queue_id)) return false;
+            break;
+        case F_DELAY: /* its range is the caller's, as in pr_decode_json */
+            if (!plain_uint(sc, &m->delay_level)) return false;
+            m->has_delay_level = true;
             break;
         case F_KEYS:
             if (!eat(sc, '[')) return false;

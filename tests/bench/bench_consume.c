@@ -15,6 +15,8 @@
  *               Ceiling: the same pull rate.
  *   receivelat  produce -> long-poll receive latency at a paced rate
  *   delaylat    lateness of delayLevel 1 (1 s) messages at BENCH_DELAY_RATE (2000/s)
+ *   delayfill   BENCH_DELAY_PENDING (1,000,000) messages waiting at delayLevel 18: the
+ *               produce rate against plain batches, and the broker's RssAnon
  *               (benchlib's paced producers, BENCH_LAT_CONSUMERS consumers
  *               doing receive waitMs=1000 + ack).  Ceiling: produce ->
  *               long-poll pull latency with the same pacer, measured just
@@ -52,7 +54,7 @@
  *   BENCH_LAT_CONSUMERS (2)        long-poll receive consumers
  *   BENCH_LAT_WARMUP_MS (500)      latencies of messages sent earlier are
  *                                  printed, not judged
- *   BENCH_ONLY (all)               groups: receive stream receivelat delaylat (whole
+ *   BENCH_ONLY (all)               groups: receive stream receivelat delaylat delayfill (whole
  *                                  words; the pull ceiling runs with receive
  *                                  and stream)
  *   BENCH_BROKER_FLAGS ()          more --key=value flags for every broker
@@ -116,6 +118,7 @@ typedef struct Settings {
     int stream_max;        /* BENCH_STREAM_MAX: maxMessages per stream fetch */
     double lat_rate;       /* BENCH_LAT_RATE: msgs/s of the paced producers */
     double delay_rate;     /* BENCH_DELAY_RATE: msgs/s of the delayed case */
+    long delay_pending;    /* BENCH_DELAY_PENDING: messages of the delayfill case */
     int lat_producers;     /* BENCH_LAT_PRODUCERS */
     int lat_consumers;     /* BENCH_LAT_CONSUMERS */
     long lat_warmup_ms;    /* BENCH_LAT_WARMUP_MS: not judged at the start */
@@ -1294,6 +1297,77 @@ static void delay_case(void) {
     row_target(r, d.p99_ms, false, 100, "< 100 ms");
 }
 
+/* Produces 'total' messages to 'topic' in batches of BENCH_PREFILL_BATCH
+ * on one connection, each with "delayLevel":'level' when 'level' > 0;
+ * returns msgs/s (NAN on a failed request). */
+static double fill_rate(Http *h, const char *topic, long total, int level) {
+    size_t one_cap = BENCH_BODY_LEN + 48;
+    char *b = malloc(32 + BENCH_PREFILL_BATCH * (one_cap + 1));
+    if (!b) return NAN;
+    size_t n = (size_t)sprintf(b, "{\"messages\":[");
+    for (int i = 0; i < BENCH_PREFILL_BATCH; i++) {
+        if (i) b[n++] = ',';
+        size_t l = bench_json_msg(b + n, (unsigned)i);
+        if (level > 0) l = l - 1 + (size_t)sprintf(b + n + l - 1, ",\"delayLevel\":%d}", level);
+        n += l;
+    }
+    n += (size_t)sprintf(b + n, "]}");
+    char path[160];
+    snprintf(path, sizeof(path), "/v1/topics/%s/messages", topic);
+    int64_t t0 = mq_mono_ns();
+    long sent = 0;
+    bool ok = true;
+    while (ok && sent < total && !bench_interrupted) {
+        const char *resp = NULL;
+        size_t rlen = 0;
+        int st = http_call(h, "POST", path, "application/json", b, n, &resp, &rlen);
+        if (st != 200 || !strstr(resp, "SEND_OK")) {
+            fprintf(stderr, "bench: delayed fill answered %d: %.200s\n", st, resp);
+            ok = false;
+        }
+        sent += BENCH_PREFILL_BATCH;
+    }
+    double secs = (double)(mq_mono_ns() - t0) / 1e9;
+    free(b);
+    return ok && !bench_interrupted ? (double)sent / secs : NAN;
+}
+
+/* A million messages waiting in the delay levels (level 18 = 2 h): the
+ * produce rate against plain batches in the same run, and what they cost
+ * the broker in anonymous memory (they wait in the commit log). */
+static void delay_fill_case(void) {
+    Srv a;
+    double plain = NAN, delayed = NAN;
+    long rss0 = -1, rss1 = -1;
+    long total = cfg_g.delay_pending;
+    if (srv_start(&a, cfg_g.petrel, cfg_g.root, "delayfill", NULL) == 0) {
+        bench_sleep_ms(500);
+        Http h;
+        http_init(&h, a.port);
+        bool ok = put_topic(a.port, "DelayPlain", TOPIC_QUEUES) &&
+                  put_topic(a.port, "DelayFill", TOPIC_QUEUES);
+        if (ok) {
+            plain = fill_rate(&h, "DelayPlain", total, 0);
+            rss0 = bench_rss_anon_kib(a.pid);
+            delayed = fill_rate(&h, "DelayFill", total, 18);
+            bench_sleep_ms(500);
+            rss1 = bench_rss_anon_kib(a.pid);
+        }
+        http_free(&h);
+        printf("  delayfill  %ld plain messages at %.0f msgs/s, then %ld with delayLevel 18 at "
+               "%.0f msgs/s; broker RssAnon %ld KiB before the delayed ones, %ld KiB after\n",
+               total, plain, total, delayed, rss0, rss1);
+        if (isnan(plain) || isnan(delayed) || rss1 < 0) case_errors++;
+    } else {
+        case_errors++;
+    }
+    srv_stop(&a, cfg_g.keep);
+    Row *r = row_add("msgs/s", delayed, "produce batches of 1000 with delayLevel 18 (%ld)", total);
+    row_ceiling(r, plain, "msgs/s", "plain batches");
+    row_add("MiB", rss1 < 0 ? NAN : (double)rss1 / 1024.0,
+            "  broker RssAnon with %ld delayed messages waiting", total);
+}
+
 /* ======================================================================
  * The throughput cases on one broker
  * ====================================================================== */
@@ -1386,6 +1460,7 @@ static int setup(void) {
     cfg_g.lat_producers = (int)bench_env_num("BENCH_LAT_PRODUCERS", 8, 1, 64);
     cfg_g.lat_consumers = (int)bench_env_num("BENCH_LAT_CONSUMERS", 2, 1, 64);
     cfg_g.delay_rate = bench_env_num("BENCH_DELAY_RATE", 2000, 1, 1e6);
+    cfg_g.delay_pending = (long)bench_env_num("BENCH_DELAY_PENDING", 1000000, 1000, 1e9);
     cfg_g.lat_warmup_ms = (long)bench_env_num("BENCH_LAT_WARMUP_MS", 500, 0, 60000);
     cfg_g.keep = getenv("BENCH_KEEP") && *getenv("BENCH_KEEP");
     const char *perf = getenv("BENCH_PERF");
@@ -1411,6 +1486,10 @@ int main(void) {
     if (receive || stream) {
         printf("receive+ack and SSE stream throughput, pull ceiling...\n");
         throughput_cases(receive, stream);
+    }
+    if (bench_wanted_word("delayfill") && !bench_interrupted) {
+        printf("\ndelayed messages: a million waiting...\n");
+        delay_fill_case();
     }
     if (bench_wanted_word("delaylat") && !bench_interrupted) {
         printf("\ndelayed messages: delivery lateness at a paced rate...\n");

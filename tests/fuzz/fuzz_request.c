@@ -195,6 +195,7 @@ static void check_same_msgs(const ProduceReq *fast, const ProduceReq *slow) {
         CHECK((a->keys == NULL) == (b->keys == NULL));
         CHECK(!a->keys || strcmp(a->keys, b->keys) == 0);
         CHECK(a->queue_id == b->queue_id);
+        CHECK(a->has_delay_level == b->has_delay_level && a->delay_level == b->delay_level);
         CHECK(a->props == NULL && b->props == NULL);
     }
 }
@@ -285,7 +286,15 @@ static void fuzz_raw(const uint8_t *data, size_t size) {
     } else {
         CHECK(req.count == 1 && !req.batch);
         ProduceMsg *m = &req.msgs[0];
-        CHECK(!q.delay_level && !q.delay_ms && !q.deliver_at);
+        CHECK(!q.delay_ms && !q.deliver_at); /* not implemented: always refused */
+        CHECK(m->has_delay_level == (q.delay_level != NULL));
+        if (q.delay_level) {
+            /* the value as given, or the marker; its range is the caller's */
+            char *end = NULL;
+            long long v = strtoll(q.delay_level, &end, 10);
+            bool digits = *q.delay_level >= '0' && *q.delay_level <= '9' && end && !*end;
+            CHECK(m->delay_level == PR_DELAY_LEVEL_BAD || (digits && m->delay_level == v));
+        }
         CHECK(m->where[0] == '\0');
         check_fields(m);
         CHECK(slice_is(m->body, body, blen));

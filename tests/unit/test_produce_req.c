@@ -44,6 +44,8 @@ static bool fast_takes(const char *json) {
         assert_true(slice_eq(a->tags, b->tags));
         assert_true(slice_eq(a->sharding_key, b->sharding_key));
         assert_int_equal(a->queue_id, b->queue_id);
+        assert_int_equal(a->has_delay_level, b->has_delay_level);
+        assert_int_equal(a->delay_level, b->delay_level);
         assert_int_equal(a->keys == NULL, b->keys == NULL);
         if (a->keys) assert_string_equal(a->keys, b->keys);
     }
@@ -64,6 +66,8 @@ static void test_fast_path_takes_plain_requests(void **state) {
         "{\"body\":\"AP8Q\",\"bodyEncoding\":\"base64\"}",
         "{\"body\":\"x\",\"bodyEncoding\":\"utf8\"}",
         "{\"messages\":[{\"body\":\"a\"},{\"body\":\"b\",\"queueId\":1}]}",
+        "{\"body\":\"x\",\"delayLevel\":3}",
+        "{\"messages\":[{\"body\":\"a\",\"delayLevel\":18},{\"body\":\"b\"}]}",
         "{\"messages\":[{\"body\":\"a\",\"keys\":[\"x\"]} , {\"body\":\"[{}]\"}]}",
     };
     for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
@@ -82,7 +86,9 @@ static void test_fast_path_gives_up_on_the_rest(void **state) {
         "{\"body\":\"x\",\"properties\":{\"a\":\"b\"}}",   /* properties */
         "{\"body\":\"x\",\"color\":\"red\"}",              /* unknown field */
         "{\"body\":\"x\",\"body\":\"y\"}",                 /* repeated */
-        "{\"body\":\"x\",\"delayLevel\":3}",               /* unsupported */
+        "{\"body\":\"x\",\"delayMs\":3}",                  /* unsupported */
+        "{\"body\":\"x\",\"delayLevel\":-1}",              /* not a plain number */
+        "{\"body\":\"x\",\"delayLevel\":\"3\"}",
         "{\"body\":\"x\",\"queueId\":-1}",
         "{\"body\":\"x\",\"queueId\":1.0}",
         "{\"body\":\"x\",\"queueId\":01}",
