@@ -129,14 +129,7 @@ static void print_header(void) {
            "BENCH_LAT_WARMUP_MS=%ld BENCH_SYNC_SECS=%g\n",
            cfg_g.secs, cfg_g.conns, cfg_g.wrk_threads, cfg_g.rounds, cfg_g.pull_msgs,
            cfg_g.lat_rate, cfg_g.lat_producers, cfg_g.lat_warmup_ms, cfg_g.sync_secs);
-    SysCpu c0 = bench_sys_cpu();
-    int64_t t0 = mq_mono_ns();
-    bench_sleep_ms(1000);
-    SysCpu c1 = bench_sys_cpu();
-    double secs = (double)(mq_mono_ns() - t0) / 1e9;
-    printf("load    %.2f cores busy in the second before the start (other processes; steal "
-           "%.2f)\n", (c1.procs - c0.procs + c1.softirq - c0.softirq) / secs,
-           (c1.steal - c0.steal) / secs);
+    bench_print_load();
     printf("notes   wrk, the servers and this program share the same CPUs; every message "
            "body is %d B; MiB = 2^20 bytes\n\n", BODY_LEN);
     fflush(stdout);

@@ -1077,3 +1077,14 @@ int bench_report(int64_t t0_ns, int case_errors) {
     fflush(stdout);
     return case_errors || errors || bench_interrupted ? 1 : 0;
 }
+
+void bench_print_load(void) {
+    SysCpu c0 = bench_sys_cpu();
+    int64_t t0 = mq_mono_ns();
+    bench_sleep_ms(1000);
+    SysCpu c1 = bench_sys_cpu();
+    double secs = (double)(mq_mono_ns() - t0) / 1e9;
+    printf("load    %.2f cores busy in the second before the start (other processes; steal "
+           "%.2f)\n", (c1.procs - c0.procs + c1.softirq - c0.softirq) / secs,
+           (c1.steal - c0.steal) / secs);
+}

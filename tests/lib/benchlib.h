@@ -75,6 +75,11 @@ int bench_prepare(char *petrel, char *root, size_t cap, const char *name);
  * "petrel <prog>  <local date>", the kernel and CPU count, the CPU model. */
 void bench_print_machine(const char *prog);
 
+/* bench_print_load measures, over one second, how busy the machine is
+ * before anything starts (other processes, steal) and prints it as the
+ * header's "load" line: a busy machine explains low figures. */
+void bench_print_load(void);
+
 /* ---- latency histogram: 32 sub-buckets per power of two (about 3 % wide) */
 
 enum { HIST_SUB_BITS = 5, HIST_BUCKETS = 64 * 32 };
