@@ -32,7 +32,8 @@ struct Broker {
     MbTable *members;      /* live consumers and orderly locks */
     FilterCache *filters;  /* compiled subscriptions */
     PopEngine *pop;        /* receive/ack */
-    Scheduler *sched;      /* delay levels */
+    Scheduler *sched;      /* delay levels and timers */
+    TxnEngine *txn;        /* transactional messages */
     int64_t delay_levels[DELAY_LEVELS_MAX];
     size_t n_delay_levels;
 };
@@ -134,14 +135,41 @@ int broker_open(const Config *conf, Broker **out) {
     };
     rc = pop_open(&pc, &b->pop);
     if (rc != MQ_OK) goto err_close_groups;
+    /* A waiting timer is rewritten at least every hop: at most a day, and
+     * half the retention time, so that it never ages out while it waits. */
+    int64_t max_hop_ms = 24 * 3600000LL;
+    if (b->conf.file_reserved_hours > 0 && b->conf.file_reserved_hours * 1800000LL < max_hop_ms)
+        max_hop_ms = b->conf.file_reserved_hours * 1800000LL;
     SchedConfig sch = {.store = b->store,
                        .meta = b->meta,
                        .topics = b->topics,
                        .levels_ms = b->delay_levels,
                        .n_levels = b->n_delay_levels,
+                       .timer_max_hop_ms = max_hop_ms,
                        .thread = true};
     rc = sched_open(&sch, &b->sched);
     if (rc != MQ_OK) {
+        pop_close(b->pop);
+        goto err_close_groups;
+    }
+    TxnConfig tc = {
+        .store = b->store,
+        .meta = b->meta,
+        .topics = b->topics,
+        .store_host = b->store_host,
+        .sync_flush = b->conf.flush_disk_type == CONF_SYNC_FLUSH,
+        .timeout_ms = b->conf.transaction_timeout_ms,
+        .check_interval_ms = b->conf.transaction_check_interval_ms,
+        .check_max = (uint32_t)b->conf.transaction_check_max,
+        .keep_resolved_ms = b->conf.transaction_keep_resolved_ms,
+        .check_connect_timeout_ms = b->conf.transaction_check_connect_timeout_ms,
+        .check_request_timeout_ms = b->conf.transaction_check_request_timeout_ms,
+        .check_allowed_hosts = b->conf.transaction_check_allowed_hosts,
+        .thread = true,
+    };
+    rc = txn_open(&tc, &b->txn);
+    if (rc != MQ_OK) {
+        sched_close(b->sched);
         pop_close(b->pop);
         goto err_close_groups;
     }
@@ -171,6 +199,7 @@ err_free:
 
 void broker_close(Broker *b) {
     if (!b) return;
+    txn_close(b->txn);
     sched_close(b->sched);
     pop_close(b->pop);
     filter_cache_close(b->filters);
@@ -199,6 +228,10 @@ FilterCache *broker_filters(Broker *b) {
 
 PopEngine *broker_pop(Broker *b) {
     return b->pop;
+}
+
+TxnEngine *broker_txn(Broker *b) {
+    return b->txn;
 }
 
 Scheduler *broker_scheduler(Broker *b) {

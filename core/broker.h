@@ -15,6 +15,7 @@
 #include "members.h"
 #include "pop.h"
 #include "schedule.h"
+#include "txn.h"
 #include "idem.h"
 #include "longpoll.h"
 #include "meta.h"
@@ -79,6 +80,7 @@ MbTable *broker_members(Broker *b);
 FilterCache *broker_filters(Broker *b);
 PopEngine *broker_pop(Broker *b);
 Scheduler *broker_scheduler(Broker *b); /* delay levels (its thread runs while open) */
+TxnEngine *broker_txn(Broker *b);       /* transactions (its thread runs while open) */
 const int64_t *broker_delay_levels(const Broker *b, size_t *n);
 
 /* A snapshot for /healthz and monitoring. */

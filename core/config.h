@@ -64,12 +64,20 @@ typedef struct Config {
     int64_t offset_flush_interval_ms;      /* offsetFlushInterval; 0 = only at close */
     bool auto_create_group;                /* autoCreateSubscriptionGroup */
     char message_delay_level[CONF_STR_MAX]; /* messageDelayLevel (delay.h) */
+    int64_t timer_max_delay_sec;           /* timerMaxDelaySec: deliverAt/delayMs limit, s */
     int64_t client_channel_expired_ms;     /* consumer heartbeat expiry */
     int64_t rebalance_lock_max_live_ms;    /* orderly lock lease */
     int64_t pop_inflight_threshold;        /* per queue and group */
     int64_t revive_interval_ms;            /* receive keeper period */
     int64_t suspend_queue_ms;              /* orderly nack default delay */
     int64_t sse_keepalive_ms;              /* stream keep-alive comments */
+    int64_t transaction_timeout_ms;        /* transactionTimeOut: first check-back */
+    int64_t transaction_check_interval_ms; /* transactionCheckInterval */
+    int64_t transaction_check_max;         /* transactionCheckMax, then rollback */
+    int64_t transaction_check_connect_timeout_ms;
+    int64_t transaction_check_request_timeout_ms;
+    char transaction_check_allowed_hosts[CONF_STR_MAX]; /* "" = any */
+    int64_t transaction_keep_resolved_ms;  /* resolved transactions kept this long */
     int64_t http_threads;                  /* MHD worker threads */
     int64_t http_max_connections;
     int64_t http_connection_timeout_s;     /* idle or stalled connection, s */

@@ -85,6 +85,8 @@ bool msg_system_name_valid(const char *name, size_t len);
 #define MSG_PROP_TRAN_CHECK_TIMES "TRANSACTION_CHECK_TIMES"
 #define MSG_PROP_CHECK_IMMUNITY "CHECK_IMMUNITY_TIME_IN_SECONDS"
 #define MSG_PROP_DELAY_SRC "__DELAY_SRC" /* "<level>:<schedule queue offset>" of a re-put */
+#define MSG_PROP_TRANSACTION_ID "__transactionId__" /* on a half message and its commit */
+#define MSG_PROP_TXN_CHECK_URL "__TXN_CHECK_URL" /* a half message's check-back URL */
 
 /* One property.  Both slices are borrowed. */
 typedef struct MsgProp {

@@ -264,9 +264,9 @@ static void create_job(void *arg) {
 }
 
 /* Hands the creation of 'topic' to the job runner; the resumed call is
- * h_message_produce again (with r->ctx set, it does not offload twice).
- * The caller holds no Idempotency-Key claim. */
-static enum MHD_Result offload_create(GwRequest *r, const char *topic) {
+ * 'again' (h_message_produce or another produce handler: with r->ctx set,
+ * it does not offload twice).  The caller holds no Idempotency-Key claim. */
+static enum MHD_Result offload_create(GwRequest *r, const char *topic, RtHandler again) {
     ProduceCtx *c = calloc(1, sizeof(*c));
     if (!c) return gw_reply_err(r, MQ_ERR_NOMEM, "produce");
     c->reg = broker_topics(gw_broker(r));
@@ -275,7 +275,31 @@ static enum MHD_Result offload_create(GwRequest *r, const char *topic) {
     atomic_init(&c->flush_status, MQ_OK);
     r->ctx = c;
     r->ctx_free = produce_ctx_free;
-    return gw_offload(r, create_job, h_message_produce);
+    return gw_offload(r, create_job, again);
+}
+
+bool h_message_produce_topic(GwRequest *r, const char *topic, RtHandler again, MetaTopic *t,
+                             uint8_t born_host[8], enum MHD_Result *ret) {
+    Broker *b = gw_broker(r);
+    int rc = topic_for_produce(broker_topics(b), topic, false, AUTO_QUEUES, t);
+    if (rc == MQ_ERR_NOTFOUND && broker_config(b)->auto_create_topic) {
+        ProduceCtx *pc = r->ctx;
+        if (!pc) {
+            *ret = offload_create(r, topic, again);
+            return false;
+        }
+        rc = pc->create_rc; /* the resumed call: what the job made */
+        *t = pc->created;
+        produce_ctx_free(r->ctx); /* the resumed handler sets its own context */
+        r->ctx = NULL;
+        r->ctx_free = NULL;
+    }
+    if (rc != MQ_OK) {
+        *ret = reply_topic_err(r, rc, topic, true);
+        return false;
+    }
+    client_host(r, born_host);
+    return true;
 }
 
 /* Raw form: the body is the message; the rest comes from the query. */
@@ -332,7 +356,7 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
     ClAppendResult *res = calloc(count, sizeof(*res));
     ProduceCtx *ctx = NULL;
     ProduceAnswer answer = {NULL, count, batch};
-    uint8_t **wrap_bufs = NULL; /* property blocks of delayed messages */
+    uint8_t **wrap_bufs = NULL; /* property blocks of delayed messages and timers */
     uint32_t *real_queue = NULL; /* their real queues */
     bool claimed = false; /* holds an Idempotency-Key claim */
     bool settled = false; /* the claim is answer_produce's to settle */
@@ -346,11 +370,21 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
     const uint8_t *ip = broker_store_host(b);
     size_t n_levels = 0;
     broker_delay_levels(b, &n_levels);
+    int64_t timer_max_ms = conf->timer_max_delay_sec * 1000;
+    int64_t checked_at = mq_now_ms(); /* deliverAt limit; the produce's 'now' is later */
     for (size_t i = 0; i < count; i++) {
         ProduceMsg *pm = &req.msgs[i];
         if (pm->has_delay_level && (pm->delay_level < 1 || (uint64_t)pm->delay_level > n_levels)) {
             ret = gw_reply_error(r, 400, "INVALID_FIELD", "%sdelayLevel must be an integer in "
                                  "1..%zu (messageDelayLevel)", pm->where, n_levels);
+            goto out;
+        }
+        if ((pm->has_delay_ms && pm->delay_ms > timer_max_ms) ||
+            (pm->has_deliver_at && pm->deliver_at_ms - checked_at > timer_max_ms)) {
+            ret = gw_reply_error(r, 400, "INVALID_FIELD", "%s%s is more than %lld ms ahead "
+                                 "(timerMaxDelaySec %lld)", pm->where,
+                                 pm->has_delay_ms ? "delayMs" : "deliverAt",
+                                 (long long)timer_max_ms, (long long)conf->timer_max_delay_sec);
             goto out;
         }
         if (!pr_encode_props(pm, ip, &prob)) {
@@ -373,7 +407,7 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
              * the replay). */
             if (claimed) idem_abort(broker_idempotency(b), topic, gw_header(r, IDEM_HEADER));
             claimed = false;
-            ret = offload_create(r, topic);
+            ret = offload_create(r, topic, h_message_produce);
             goto out;
         }
         /* Created, and deleted again since: produce to what the job made,
@@ -411,12 +445,20 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
                              .body = pm->body,
                              .props = mq_slice(pm->props_buf, pm->props_len)};
         memcpy(cms[i].born_host, born, 8);
-        if (pm->has_delay_level) {
-            /* Stored in the schedule topic until due (core/schedule.h);
-             * the level was checked with the other fields. */
+        /* deliverAt or delayMs: a time already passed (or delayMs 0) is
+         * stored directly.  'now' is cut to the ms: delayMs counts from
+         * 1 ms later, so that a timer never comes out early. */
+        int64_t deliver_at = 0;
+        if (pm->has_deliver_at) deliver_at = pm->deliver_at_ms;
+        else if (pm->has_delay_ms && pm->delay_ms > 0) deliver_at = now + pm->delay_ms + 1;
+        if (pm->has_delay_level || deliver_at > now) {
+            /* Stored in the schedule topic (a level, checked with the other
+             * fields) or the timer wheel until due (core/schedule.h). */
             if (!wrap_bufs) wrap_bufs = calloc(count, sizeof(*wrap_bufs));
-            /* its properties plus REAL_TOPIC, REAL_QID and DELAY */
-            size_t wcap = pm->props_len + SCHED_WRAP_EXTRA;
+            /* its properties plus REAL_TOPIC, REAL_QID and DELAY or
+             * TIMER_DELIVER_MS */
+            size_t wcap = pm->props_len +
+                          (pm->has_delay_level ? SCHED_WRAP_EXTRA : SCHED_TIMER_WRAP_EXTRA);
             uint8_t *wb = wrap_bufs ? malloc(wcap) : NULL;
             if (!wb) {
                 ret = gw_reply_err(r, MQ_ERR_NOMEM, "produce");
@@ -424,8 +466,11 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
             }
             wrap_bufs[i] = wb;
             ClMessage real = cms[i];
-            if (sched_wrap(&real, (uint32_t)pm->delay_level, wb, wcap, &cms[i]) !=
-                MQ_OK) {
+            int wrc = pm->has_delay_level
+                          ? sched_wrap(&real, (uint32_t)pm->delay_level, wb, wcap, &cms[i])
+                          : sched_timer_wrap(broker_scheduler(b), &real, deliver_at, now, wb,
+                                             wcap, &cms[i]);
+            if (wrc != MQ_OK) {
                 ret = gw_reply_error(r, 400, "INVALID_FIELD", "%sproperties too large for a "
                                      "delayed message", pm->where);
                 goto out;
@@ -444,6 +489,8 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
         goto out;
     }
     topic_count_traffic(reg, topic, false, count, body_bytes);
+    for (size_t i = 0; wrap_bufs && i < count; i++) /* wake the scheduler in time */
+        if (wrap_bufs[i]) sched_notify(broker_scheduler(b), &cms[i], res[i].store_ts);
 
     answer.results = calloc(count, sizeof(*answer.results));
     if (!answer.results) {

@@ -23,6 +23,21 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m); /* POST .../m
 enum MHD_Result h_message_get(GwRequest *r, const RtMatch *m);     /* GET /v1/messages/{id} */
 enum MHD_Result h_message_pull(GwRequest *r, const RtMatch *m);    /* GET .../{q}/messages */
 enum MHD_Result h_message_resend(GwRequest *r, const RtMatch *m);  /* POST .../{id}/resend */
+/* h_message_produce_topic looks up 'topic' for a produce handler 'again'.
+ * When it does not exist and autoCreateTopicEnable is on, its creation is
+ * handed to the job runner and 'again' is called anew once it is made
+ * (the caller must then return '*ret' at once, holding nothing; the
+ * resumed call finds r->ctx set and consumes it here).  True with '*t'
+ * and the client's address as a record's born host; false when it
+ * answered or suspended ('*ret'). */
+bool h_message_produce_topic(GwRequest *r, const char *topic, RtHandler again, MetaTopic *t,
+                             uint8_t born_host[8], enum MHD_Result *ret);
+
+/* h_txn.c: transactional messages (core/txn.h). */
+enum MHD_Result h_txn_produce(GwRequest *r, const RtMatch *m);  /* POST .../transactions */
+enum MHD_Result h_txn_commit(GwRequest *r, const RtMatch *m);   /* POST /v1/transactions/{id}/commit */
+enum MHD_Result h_txn_rollback(GwRequest *r, const RtMatch *m); /* .../rollback */
+enum MHD_Result h_txn_get(GwRequest *r, const RtMatch *m);      /* GET /v1/transactions/{id} */
 
 /* h_topic.c: topic admin. */
 enum MHD_Result h_topic_list(GwRequest *r, const RtMatch *m);   /* GET /v1/topics */

@@ -261,6 +261,19 @@ static void render_pop(Broker *b, GwText *t) {
               (double)group_count(broker_groups(b)));
     put_gauge(t, "petrel_delayed_messages", "messages waiting in the delay levels",
               (double)sched_pending(broker_scheduler(b)));
+    put_gauge(t, "petrel_timer_messages",
+              "messages waiting in the timer wheel (deliverAt, delayMs)",
+              (double)sched_timer_pending(broker_scheduler(b)));
+    TxnStats ts;
+    txn_stats(broker_txn(b), &ts);
+    put_gauge(t, "petrel_transactions_pending", "transactions prepared and not yet resolved",
+              (double)ts.pending);
+    put_counter(t, "petrel_transactions_committed_total", "transactions committed",
+                ts.committed);
+    put_counter(t, "petrel_transactions_rolled_back_total", "transactions rolled back",
+                ts.rolled_back);
+    put_counter(t, "petrel_transaction_checks_total", "transaction check-backs made",
+                ts.checks);
 }
 
 int64_t gwm_rss_anon(void) {

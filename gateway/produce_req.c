@@ -63,17 +63,15 @@ static bool add_key(ProduceMsg *m, const char *k, size_t len, size_t idx, GwProb
     return true;
 }
 
-static bool is_delay_field(const char *name) {
-    return strcmp(name, "deliverAt") == 0 || strcmp(name, "delayMs") == 0;
+/* The rule that a message is delayed one way at most. */
+static bool check_one_delay(const ProduceMsg *m, GwProblem *p) {
+    if (m->has_delay_level + m->has_delay_ms + m->has_deliver_at > 1) {
+        return gw_fail(p, 400, "INVALID_FIELD",
+                       "%sat most one of delayLevel, deliverAt and delayMs may be given",
+                       m->where);
+    }
+    return true;
 }
-
-static bool unsupported_delay(const char *where, const char *name, GwProblem *p) {
-    return gw_fail(p, 400, "UNSUPPORTED_FIELD",
-                   "%s%s: delivery at a chosen time is not supported yet (use delayLevel; "
-                   "it comes in a later release)",
-                   where, name);
-}
-
 
 /* The body size rule, for both forms. */
 static bool check_body_size(const ProduceMsg *m, size_t max_body, GwProblem *p) {
@@ -159,12 +157,26 @@ static bool decode_json_msg(json_t *o, ProduceMsg *m, size_t max_body, GwProblem
         } else if (strcmp(key, "delayLevel") == 0) {
             m->has_delay_level = true;
             m->delay_level = json_is_integer(v) ? json_integer_value(v) : PR_DELAY_LEVEL_BAD;
-        } else if (is_delay_field(key)) {
-            return unsupported_delay(where, key, p);
+        } else if (strcmp(key, "delayMs") == 0) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0) {
+                return gw_fail(p, 400, "INVALID_FIELD",
+                               "%sdelayMs must be a non-negative integer (milliseconds)", where);
+            }
+            m->has_delay_ms = true;
+            m->delay_ms = json_integer_value(v);
+        } else if (strcmp(key, "deliverAt") == 0) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0) {
+                return gw_fail(p, 400, "INVALID_FIELD",
+                               "%sdeliverAt must be a non-negative integer (epoch milliseconds)",
+                               where);
+            }
+            m->has_deliver_at = true;
+            m->deliver_at_ms = json_integer_value(v);
         } else {
             return gw_fail(p, 400, "UNKNOWN_FIELD", "%sunknown field '%.64s'", where, key);
         }
     }
+    if (!check_one_delay(m, p)) return false;
     if (!body) return gw_fail(p, 400, "INVALID_FIELD", "%sbody is required", where);
     const char *s = json_string_value(body);
     size_t len = json_string_length(body);
@@ -205,12 +217,13 @@ bool pr_decode_json(json_t *root, size_t max_body, ProduceReq *out, GwProblem *p
  * JSON form, fast path
  *
  * Most produce bodies are plain: one object (or the batch form) with a
- * body, maybe tags, keys, a sharding key or a queue id, strings without
- * escapes.  Those are decoded here straight from the request bytes, with
- * no jansson tree (parsing and freeing the tree was a third of a batch's
- * CPU, docs/bench.md).  Anything else -- escapes, properties, unknown or
- * repeated fields, numbers that are not plain non-negative integers, bad
- * values of any kind -- makes the fast path give up, and the jansson path
+ * body, maybe tags, keys, a sharding key, a queue id or one delay field,
+ * strings without escapes.  Those are decoded here straight from the
+ * request bytes, with no jansson tree (parsing and freeing the tree was a
+ * third of a batch's CPU, docs/bench.md).  Anything else -- escapes,
+ * properties, unknown or repeated fields, numbers that are not plain
+ * non-negative integers, bad values of any kind, more than one delay
+ * field -- makes the fast path give up, and the jansson path
  * decides (and words every error).  So the fast path only has to be right
  * about what it accepts: fuzz_request checks that jansson's path accepts
  * the same and decodes it to the same messages.
@@ -268,7 +281,17 @@ static bool plain_uint(Scan *sc, int64_t *out) {
     return true;
 }
 
-enum { F_BODY = 1, F_ENC = 2, F_TAGS = 4, F_KEYS = 8, F_SHARD = 16, F_QUEUE = 32, F_DELAY = 64 };
+enum {
+    F_BODY = 1,
+    F_ENC = 2,
+    F_TAGS = 4,
+    F_KEYS = 8,
+    F_SHARD = 16,
+    F_QUEUE = 32,
+    F_DELAY = 64,
+    F_DELAY_MS = 128,
+    F_DELIVER_AT = 256
+};
 
 /* Which known field 'name' is (0: none the fast path handles). */
 static int field_of(MqSlice name) {
@@ -277,7 +300,7 @@ static int field_of(MqSlice name) {
         int bit;
     } fields[] = {{"body", F_BODY},   {"bodyEncoding", F_ENC}, {"tags", F_TAGS},
                   {"keys", F_KEYS},   {"shardingKey", F_SHARD}, {"queueId", F_QUEUE},
-                  {"delayLevel", F_DELAY}};
+                  {"delayLevel", F_DELAY}, {"delayMs", F_DELAY_MS}, {"deliverAt", F_DELIVER_AT}};
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         if (name.len == strlen(fields[i].name) && memcmp(name.ptr, fields[i].name, name.len) == 0)
             return fields[i].bit;
@@ -328,6 +351,14 @@ static bool fast_msg(Scan *sc, ProduceMsg *m, size_t max_body) {
             if (!plain_uint(sc, &m->delay_level)) return false;
             m->has_delay_level = true;
             break;
+        case F_DELAY_MS: /* so is the maximum of these two */
+            if (!plain_uint(sc, &m->delay_ms)) return false;
+            m->has_delay_ms = true;
+            break;
+        case F_DELIVER_AT:
+            if (!plain_uint(sc, &m->deliver_at_ms)) return false;
+            m->has_deliver_at = true;
+            break;
         case F_KEYS:
             if (!eat(sc, '[')) return false;
             skip_ws(sc);
@@ -345,7 +376,7 @@ static bool fast_msg(Scan *sc, ProduceMsg *m, size_t max_body) {
         if (eat(sc, '}')) break;
         if (!eat(sc, ',')) return false;
     }
-    if (!(seen & F_BODY)) return false;
+    if (!(seen & F_BODY) || !check_one_delay(m, &scratch)) return false;
     if (base64) {
         size_t n = 0;
         if (js_b64_decode(body.ptr, body.len, &m->body_owned, &n) != MQ_OK) return false;
@@ -430,8 +461,19 @@ static bool decode_raw(const ProduceRawParams *q, const void *body, size_t len, 
         m->has_delay_level = true;
         m->delay_level = gw_parse_u63(q->delay_level, &lv) ? lv : PR_DELAY_LEVEL_BAD;
     }
-    if (q->delay_ms) return unsupported_delay("", "delayMs", p);
-    if (q->deliver_at) return unsupported_delay("", "deliverAt", p);
+    if (q->delay_ms) {
+        if (!gw_parse_u63(q->delay_ms, &m->delay_ms))
+            return gw_fail(p, 400, "INVALID_FIELD",
+                           "delayMs must be a non-negative integer (milliseconds)");
+        m->has_delay_ms = true;
+    }
+    if (q->deliver_at) {
+        if (!gw_parse_u63(q->deliver_at, &m->deliver_at_ms))
+            return gw_fail(p, 400, "INVALID_FIELD",
+                           "deliverAt must be a non-negative integer (epoch milliseconds)");
+        m->has_deliver_at = true;
+    }
+    if (!check_one_delay(m, p)) return false;
     if (q->tags) {
         m->tags = mq_slice(q->tags, strlen(q->tags));
         if (!check_tags(m->tags, "", p)) return false;

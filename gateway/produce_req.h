@@ -6,8 +6,8 @@
  * "Commit log", props).  No MHD connection, topic or store is involved, so
  * the handler (h_message.c) and the fuzz target (tests/fuzz) share it.
  *
- * Failures are answered through a GwProblem (req.h): 400 INVALID_FIELD,
- * UNKNOWN_FIELD or UNSUPPORTED_FIELD, 413 PAYLOAD_TOO_LARGE, 503
+ * Failures are answered through a GwProblem (req.h): 400 INVALID_FIELD or
+ * UNKNOWN_FIELD, 413 PAYLOAD_TOO_LARGE, 503
  * OUT_OF_MEMORY; the messages are prefixed "messages[N]." in a batch.
  */
 #ifndef PETREL_PRODUCE_REQ_H
@@ -44,6 +44,12 @@ typedef struct ProduceMsg {
     int64_t delay_level;       /* its value as given (PR_DELAY_LEVEL_BAD: not an
                                 * integer); the range (1..levels) is the caller's
                                 * to check, it knows messageDelayLevel */
+    bool has_delay_ms;         /* "delayMs" given */
+    int64_t delay_ms;          /* its value, >= 0 (checked); 0 = not delayed; the
+                                * maximum (timerMaxDelaySec) is the caller's */
+    bool has_deliver_at;       /* "deliverAt" given */
+    int64_t deliver_at_ms;     /* its value, epoch ms >= 0 (checked); past = now;
+                                * the maximum is the caller's */
     json_t *props;             /* "properties" object (borrowed), or NULL; checked
                                 * by pr_encode_props */
     uint8_t *props_buf;        /* pr_encode_props: the property block, malloc'd */
@@ -74,8 +80,9 @@ typedef struct ProduceRawParams {
  * as one message or as the batch form into 'out' (zeroed first), checking
  * every field except "properties" (see pr_encode_props): bodies of 1 to
  * 'max_body' bytes after base64, tags, keys, shardingKey, queueId,
- * delayLevel (an integer; its range is the caller's); delayMs and
- * deliverAt are UNSUPPORTED_FIELD (not yet implemented).  The first problem found goes in 'p' and
+ * delayLevel (an integer; its range is the caller's), delayMs and
+ * deliverAt (non-negative integers; their maximum is the caller's), at
+ * most one of those three.  The first problem found goes in 'p' and
  * false is returned ('out' then holds nothing to clear).  On success the
  * caller owns 'out' (pr_req_clear); its slices borrow from 'root', which
  * must outlive it.  Any thread. */

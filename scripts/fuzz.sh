@@ -16,8 +16,8 @@ srcs=$(ls store/*.c core/*.c 2>/dev/null)
 gw_srcs=$(ls gateway/*.c 2>/dev/null | grep -v '^gateway/main\.c$')
 cflags="-g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -fsanitize=fuzzer,address,undefined
         -fno-sanitize-recover=all -Istore -Icore -Igateway -Itests/lib -pthread
-        $(pkg-config --cflags jansson sqlite3 2>/dev/null)"
-libs="$(pkg-config --libs jansson sqlite3 2>/dev/null) -lm"
+        $(pkg-config --cflags jansson sqlite3 libcurl 2>/dev/null)"
+libs="$(pkg-config --libs jansson sqlite3 libcurl 2>/dev/null) -lm"
 gw_cflags=$(pkg-config --cflags libmicrohttpd 2>/dev/null)
 gw_libs=$(pkg-config --libs libmicrohttpd 2>/dev/null)
 

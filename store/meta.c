@@ -8,6 +8,7 @@
  * flusher thread.  Lock order: db_mu before off_mu; 'stop_mu' is never held
  * together with either.  Calls only libc, pthreads, sqlite3 and mq.h.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include "meta.h"
 
 #include <errno.h>
@@ -22,6 +23,7 @@
 
 #include "mq.h"
 
+#define META_CKPT_MS 1000  /* the checkpointer's period (ckpt_main) */
 #define OFF_BUCKETS_MIN 64 /* initial bucket count of the offset table, a power of 2 */
 
 /* ---- statements ----------------------------------------------------------
@@ -50,10 +52,21 @@ enum {
     ST_POP_DEL_TOPIC,
     ST_POP_DEL_GROUP,
     ST_POP_LOAD,
+    ST_TXN_PUT,
+    ST_TXN_SET,
+    ST_TXN_GET,
+    ST_TXN_DUE,
+    ST_TXN_LOG,
+    ST_TXN_PURGE,
+    ST_TXN_PURGE_LOG,
+    ST_TXN_COUNT,
     ST_COUNT
 };
 
 #define TOPIC_COLS "name, read_queues, write_queues, perm, ordered, created_ms, updated_ms"
+#define TXN_COLS                                                                    \
+    "id, topic, qid, half_off, msg_id, check_url, state, check_times, created_ms, " \
+    "next_check_ms, updated_ms, real_off, real_qoff, resolved_by"
 #define GROUP_COLS                                                                      \
     "name, consume_enable, broadcast, orderly, retry_max_times, retry_queue_nums, " \
     "created_ms, updated_ms"
@@ -98,6 +111,19 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_POP_DEL_GROUP] = "DELETE FROM pop_state WHERE grp = ?1",
     [ST_POP_LOAD] = "SELECT grp, topic, retry, qid, ack_off, next_off, journal_off, entries"
                     " FROM pop_state",
+    [ST_TXN_PUT] = "INSERT INTO txn(" TXN_COLS ") VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+                   " ?10, ?11, ?12, ?13, ?14)",
+    [ST_TXN_SET] = "UPDATE txn SET state = ?2, check_times = ?3, next_check_ms = ?4,"
+                   " updated_ms = ?5, real_off = ?6, real_qoff = ?7, resolved_by = ?8"
+                   " WHERE id = ?1",
+    [ST_TXN_GET] = "SELECT " TXN_COLS " FROM txn WHERE id = ?1",
+    [ST_TXN_DUE] = "SELECT " TXN_COLS " FROM txn WHERE state = 0 AND next_check_ms <= ?1"
+                   " ORDER BY next_check_ms LIMIT ?2",
+    [ST_TXN_LOG] = "INSERT INTO txn_op(id, op, source, detail, at_ms) VALUES(?1, ?2, ?3, ?4, ?5)",
+    [ST_TXN_PURGE] = "DELETE FROM txn WHERE state <> 0 AND updated_ms < ?1",
+    [ST_TXN_PURGE_LOG] = "DELETE FROM txn_op WHERE at_ms < ?1"
+                         " AND id NOT IN (SELECT id FROM txn WHERE state = 0)",
+    [ST_TXN_COUNT] = "SELECT count(*) FROM txn WHERE state = 0",
 };
 
 /* Schema 2 added pop_state; a version-1 database gets it at open. */
@@ -113,6 +139,34 @@ static const char *const stmt_sql[ST_COUNT] = {
     "    entries     BLOB NOT NULL,\n"                                               \
     "    PRIMARY KEY (grp, topic, retry, qid)\n"                                     \
     ") WITHOUT ROWID;\n"
+
+/* Schema 3 added the transaction tables; older databases get them at open. */
+#define TXN_SQL                                                                      \
+    "CREATE TABLE txn (\n"                                                          \
+    "    id            TEXT PRIMARY KEY,\n"                                         \
+    "    topic         TEXT NOT NULL,\n"                                            \
+    "    qid           INTEGER NOT NULL CHECK (qid BETWEEN 0 AND 4294967295),\n"    \
+    "    half_off      INTEGER NOT NULL CHECK (half_off >= 0),\n"                   \
+    "    msg_id        TEXT NOT NULL,\n"                                            \
+    "    check_url     TEXT NOT NULL,\n"                                            \
+    "    state         INTEGER NOT NULL CHECK (state BETWEEN 0 AND 2),\n"              \
+    "    check_times   INTEGER NOT NULL CHECK (check_times >= 0),\n"                \
+    "    created_ms    INTEGER NOT NULL,\n"                                         \
+    "    next_check_ms INTEGER NOT NULL,\n"                                         \
+    "    updated_ms    INTEGER NOT NULL,\n"                                         \
+    "    real_off      INTEGER NOT NULL,\n"                                         \
+    "    real_qoff     INTEGER NOT NULL,\n"                                         \
+    "    resolved_by   TEXT NOT NULL\n"                                             \
+    ") WITHOUT ROWID;\n"                                                            \
+    "CREATE INDEX txn_due ON txn(next_check_ms) WHERE state = 0;\n"                         \
+    "CREATE TABLE txn_op (\n"                                                       \
+    "    seq    INTEGER PRIMARY KEY,\n"                                             \
+    "    id     TEXT NOT NULL,\n"                                                   \
+    "    op     TEXT NOT NULL,\n"                                                   \
+    "    source TEXT NOT NULL,\n"                                                   \
+    "    detail TEXT NOT NULL,\n"                                                   \
+    "    at_ms  INTEGER NOT NULL\n"                                                 \
+    ");\n"
 
 /* The schema of META_SCHEMA_VERSION, created in one transaction together
  * with its meta_info rows.  Keep in step with FORMAT.md "meta.db". */
@@ -150,7 +204,7 @@ static const char schema_sql[] =
     "CREATE TABLE kv (\n"
     "    key   TEXT PRIMARY KEY,\n"
     "    value TEXT NOT NULL\n"
-    ") WITHOUT ROWID;\n" POP_STATE_SQL;
+    ") WITHOUT ROWID;\n" POP_STATE_SQL TXN_SQL;
 
 /* ---- state ---------------------------------------------------------------*/
 
@@ -192,6 +246,9 @@ struct Meta {
     size_t ndirty;                  /* rows with 'dirty' set */
     uint32_t flush_ms;              /* flusher period; 0 = no flusher thread */
     bool flusher_running;           /* 'flusher' was started and not joined */
+    bool ckpt_running;              /* 'ckpt' was started and not joined */
+    pthread_t ckpt;                 /* checkpoints the WAL every META_CKPT_MS */
+    sqlite3 *ckpt_db;               /* the checkpointer's own connection */
     pthread_t flusher;              /* calls meta_offsets_flush every flush_ms */
     pthread_mutex_t stop_mu;        /* guards 'stopping' */
     pthread_cond_t stop_cv;         /* CLOCK_MONOTONIC; signalled by meta_close */
@@ -488,6 +545,16 @@ static int schema_upgrade_to_2(Meta *m) {
                     "cannot upgrade the schema of");
 }
 
+/* schema_upgrade_to_3 adds the transaction tables.  Caller is inside a
+ * write transaction. */
+static int schema_upgrade_to_3(Meta *m) {
+    int rc = exec_sql(m, "DROP TABLE IF EXISTS txn; DROP TABLE IF EXISTS txn_op;" TXN_SQL,
+                      "cannot upgrade the schema of");
+    if (rc != MQ_OK) return rc;
+    return exec_sql(m, "UPDATE meta_info SET value = '3' WHERE key = 'schema_version'",
+                    "cannot upgrade the schema of");
+}
+
 /* schema_open creates the schema in an empty database or checks the one
  * present, in one BEGIN IMMEDIATE transaction.  A database holding other
  * tables but no meta_info is not ours: MQ_ERR_CORRUPT. */
@@ -519,6 +586,7 @@ static int schema_open(Meta *m) {
         long version = 0;
         rc = schema_read_version(m, &version);
         if (rc == MQ_OK && version < 2) rc = schema_upgrade_to_2(m);
+        if (rc == MQ_OK && version < 3) rc = schema_upgrade_to_3(m);
     } else if (others == 0) {
         rc = schema_create(m);
     } else {
@@ -567,6 +635,7 @@ static int prepare_all(Meta *m) {
 /* meta_free releases whatever meta_open got as far as creating.  The
  * flusher must not be running. */
 static void meta_free(Meta *m) {
+    if (m->ckpt_db) sqlite3_close(m->ckpt_db);
     for (int i = 0; i < ST_COUNT; i++) sqlite3_finalize(m->st[i]);
     if (m->db && sqlite3_close(m->db) != SQLITE_OK)
         MQ_ERROR("cannot close '%s': %s", m->path, sqlite3_errmsg(m->db));
@@ -603,6 +672,66 @@ static void *flusher_main(void *arg) {
     }
     pthread_mutex_unlock(&m->stop_mu);
     return NULL;
+}
+
+/* ckpt_main: the WAL checkpoints.  The writing connection has
+ * wal_autocheckpoint off, so no COMMIT ever runs a checkpoint (and its
+ * fdatasyncs: tens of ms on a slow disk) on the thread that writes, which
+ * may be serving requests in batches (core/txn.c) while holding db_mu.
+ * This thread checkpoints from a connection of its own every META_CKPT_MS
+ * in PASSIVE mode: it copies what no reader still needs and never blocks
+ * the writer, which goes on appending to the WAL meanwhile. */
+static void *ckpt_main(void *arg) {
+    Meta *m = arg;
+    pthread_setname_np(pthread_self(), "petrel-ckpt");
+    pthread_mutex_lock(&m->stop_mu);
+    while (!m->stopping) {
+        struct timespec dl;
+        clock_gettime(CLOCK_MONOTONIC, &dl);
+        dl.tv_sec += META_CKPT_MS / 1000;
+        dl.tv_nsec += (long)(META_CKPT_MS % 1000) * 1000000L;
+        if (dl.tv_nsec >= 1000000000L) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000L;
+        }
+        int rc = 0;
+        while (!m->stopping && rc != ETIMEDOUT)
+            rc = pthread_cond_timedwait(&m->stop_cv, &m->stop_mu, &dl);
+        if (m->stopping) break;
+        pthread_mutex_unlock(&m->stop_mu);
+        int frames = 0, done = 0;
+        rc = sqlite3_wal_checkpoint_v2(m->ckpt_db, "main", SQLITE_CHECKPOINT_PASSIVE, &frames,
+                                       &done);
+        if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+            MQ_WARN("cannot checkpoint '%s': %s", m->path, sqlite3_errmsg(m->ckpt_db));
+        pthread_mutex_lock(&m->stop_mu);
+    }
+    pthread_mutex_unlock(&m->stop_mu);
+    return NULL;
+}
+
+/* Opens the checkpointer's connection and turns automatic checkpoints
+ * off on the writing one; then starts ckpt_main.  Without it (failure)
+ * sqlite's automatic checkpoints stay on: slower commits, same data. */
+static void ckpt_start(Meta *m) {
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
+    /* A connection finds the WAL only once it reads: the read below. */
+    if (sqlite3_open_v2(m->path, &m->ckpt_db, flags, NULL) != SQLITE_OK ||
+        sqlite3_busy_timeout(m->ckpt_db, 2000) != SQLITE_OK ||
+        sqlite3_exec(m->ckpt_db, "SELECT count(*) FROM meta_info", NULL, NULL, NULL) !=
+            SQLITE_OK) {
+        MQ_WARN("'%s': no checkpointer connection (%s); checkpoints stay automatic", m->path,
+                m->ckpt_db ? sqlite3_errmsg(m->ckpt_db) : "out of memory");
+        sqlite3_close(m->ckpt_db);
+        m->ckpt_db = NULL;
+        return;
+    }
+    if (exec_sql(m, "PRAGMA wal_autocheckpoint=0", "cannot set pragmas on") != MQ_OK) return;
+    if (pthread_create(&m->ckpt, NULL, ckpt_main, m) != 0) {
+        (void)exec_sql(m, "PRAGMA wal_autocheckpoint=1000", "cannot set pragmas on");
+        return;
+    }
+    m->ckpt_running = true;
 }
 
 static int init_sync(Meta *m) {
@@ -666,6 +795,7 @@ int meta_open(const char *path, uint32_t offset_flush_ms, Meta **out) {
         }
         m->flusher_running = true;
     }
+    ckpt_start(m);
     *out = m;
     return MQ_OK;
 
@@ -676,13 +806,17 @@ err_free:
 
 void meta_close(Meta *m) {
     if (!m) return;
+    pthread_mutex_lock(&m->stop_mu);
+    m->stopping = true;
+    pthread_cond_broadcast(&m->stop_cv);
+    pthread_mutex_unlock(&m->stop_mu);
     if (m->flusher_running) {
-        pthread_mutex_lock(&m->stop_mu);
-        m->stopping = true;
-        pthread_cond_signal(&m->stop_cv);
-        pthread_mutex_unlock(&m->stop_mu);
         pthread_join(m->flusher, NULL);
         m->flusher_running = false;
+    }
+    if (m->ckpt_running) {
+        pthread_join(m->ckpt, NULL);
+        m->ckpt_running = false;
     }
     if (meta_offsets_flush(m) < 0)
         MQ_WARN("closing '%s' with consumer offsets not saved", m->path);
@@ -1223,5 +1357,190 @@ int meta_pop_load(Meta *m, int (*fn)(void *arg, const MetaPopRow *row), void *ar
     if (rc == MQ_OK && step != SQLITE_DONE) rc = db_fail(m, "cannot read receive state of", m->path);
     sqlite3_reset(st);
     pthread_mutex_unlock(&m->db_mu);
+    return rc;
+}
+
+/* ---- transactions --------------------------------------------------------*/
+
+int meta_txn_begin(Meta *m) {
+    if (!m) return MQ_ERR_INVAL;
+    pthread_mutex_lock(&m->db_mu);
+    int rc = tx_begin(m);
+    if (rc != MQ_OK) pthread_mutex_unlock(&m->db_mu);
+    return rc;
+}
+
+int meta_txn_end(Meta *m, bool commit) {
+    int rc = commit ? tx_commit(m) : MQ_OK;
+    if (!commit || rc != MQ_OK) tx_rollback(m);
+    pthread_mutex_unlock(&m->db_mu);
+    return commit ? rc : MQ_OK;
+}
+
+static void copy_text(char *dst, size_t cap, sqlite3_stmt *st, int col) {
+    const unsigned char *t = sqlite3_column_text(st, col);
+    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+}
+
+static void row_to_txn(sqlite3_stmt *st, MetaTxn *t) {
+    copy_text(t->id, sizeof(t->id), st, 0);
+    copy_text(t->topic, sizeof(t->topic), st, 1);
+    t->queue_id = (uint32_t)sqlite3_column_int64(st, 2);
+    t->half_off = (uint64_t)sqlite3_column_int64(st, 3);
+    copy_text(t->msg_id, sizeof(t->msg_id), st, 4);
+    copy_text(t->check_url, sizeof(t->check_url), st, 5);
+    t->state = (MetaTxnState)sqlite3_column_int64(st, 6);
+    t->check_times = (uint32_t)sqlite3_column_int64(st, 7);
+    t->created_ms = sqlite3_column_int64(st, 8);
+    t->next_check_ms = sqlite3_column_int64(st, 9);
+    t->updated_ms = sqlite3_column_int64(st, 10);
+    t->real_off = sqlite3_column_int64(st, 11);
+    t->real_qoff = sqlite3_column_int64(st, 12);
+    copy_text(t->resolved_by, sizeof(t->resolved_by), st, 13);
+}
+
+int meta_txn_put(Meta *m, const MetaTxn *t) {
+    if (!m || !t || !t->id[0] || !name_ok(t->topic)) return MQ_ERR_INVAL;
+    sqlite3_stmt *st = m->st[ST_TXN_PUT];
+    if (bind_text(st, 1, t->id, -1) || bind_text(st, 2, t->topic, -1) ||
+        bind_i64(st, 3, t->queue_id) || bind_i64(st, 4, (int64_t)t->half_off) ||
+        bind_text(st, 5, t->msg_id, -1) || bind_text(st, 6, t->check_url, -1) ||
+        bind_i64(st, 7, t->state) || bind_i64(st, 8, t->check_times) ||
+        bind_i64(st, 9, t->created_ms) || bind_i64(st, 10, t->next_check_ms) ||
+        bind_i64(st, 11, t->updated_ms) || bind_i64(st, 12, t->real_off) ||
+        bind_i64(st, 13, t->real_qoff) || bind_text(st, 14, t->resolved_by, -1))
+        return db_fail(m, "cannot write transaction", t->id);
+    int rc = sqlite3_step(st);
+    int err = MQ_OK;
+    if (rc == SQLITE_CONSTRAINT)
+        err = MQ_ERR_EXISTS;
+    else if (rc != SQLITE_DONE)
+        err = db_fail(m, "cannot write transaction", t->id);
+    sqlite3_reset(st);
+    return err;
+}
+
+int meta_txn_set(Meta *m, const MetaTxn *t) {
+    if (!m || !t || !t->id[0]) return MQ_ERR_INVAL;
+    sqlite3_stmt *st = m->st[ST_TXN_SET];
+    if (bind_text(st, 1, t->id, -1) || bind_i64(st, 2, t->state) ||
+        bind_i64(st, 3, t->check_times) || bind_i64(st, 4, t->next_check_ms) ||
+        bind_i64(st, 5, t->updated_ms) || bind_i64(st, 6, t->real_off) ||
+        bind_i64(st, 7, t->real_qoff) || bind_text(st, 8, t->resolved_by, -1))
+        return db_fail(m, "cannot update transaction", t->id);
+    return step_done(m, st, "cannot update transaction", t->id);
+}
+
+int meta_txn_get(Meta *m, const char *id, MetaTxn *out) {
+    if (!m || !id || !out) return MQ_ERR_INVAL;
+    sqlite3_stmt *st = m->st[ST_TXN_GET];
+    if (bind_text(st, 1, id, -1)) return db_fail(m, "cannot read transaction", id);
+    int step = sqlite3_step(st);
+    int rc = MQ_OK;
+    if (step == SQLITE_ROW)
+        row_to_txn(st, out);
+    else if (step == SQLITE_DONE)
+        rc = MQ_ERR_NOTFOUND;
+    else
+        rc = db_fail(m, "cannot read transaction", id);
+    sqlite3_reset(st);
+    return rc;
+}
+
+int meta_txn_read(Meta *m, const char *id, MetaTxn *out) {
+    if (!m) return MQ_ERR_INVAL;
+    pthread_mutex_lock(&m->db_mu);
+    int rc = meta_txn_get(m, id, out);
+    pthread_mutex_unlock(&m->db_mu);
+    return rc;
+}
+
+int meta_txn_log(Meta *m, const char *id, const char *op, const char *source,
+                 const char *detail, int64_t at_ms) {
+    if (!m || !id || !op || !source) return MQ_ERR_INVAL;
+    sqlite3_stmt *st = m->st[ST_TXN_LOG];
+    if (bind_text(st, 1, id, -1) || bind_text(st, 2, op, -1) || bind_text(st, 3, source, -1) ||
+        bind_text(st, 4, detail ? detail : "", -1) || bind_i64(st, 5, at_ms))
+        return db_fail(m, "cannot log transaction", id);
+    return step_done(m, st, "cannot log transaction", id);
+}
+
+int meta_txn_due(Meta *m, int64_t now_ms, size_t limit,
+                 int (*fn)(void *arg, const MetaTxn *t), void *arg) {
+    if (!m || !fn) return MQ_ERR_INVAL;
+    sqlite3_stmt *st = m->st[ST_TXN_DUE];
+    if (bind_i64(st, 1, now_ms) || bind_i64(st, 2, (int64_t)limit))
+        return db_fail(m, "cannot read due transactions of", m->path);
+    int rc = MQ_OK, step;
+    MetaTxn *t = malloc(sizeof(*t));
+    if (!t) {
+        sqlite3_reset(st);
+        return MQ_ERR_NOMEM;
+    }
+    while (rc == MQ_OK && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        row_to_txn(st, t);
+        rc = fn(arg, t);
+    }
+    if (rc == MQ_OK && step != SQLITE_DONE) rc = db_fail(m, "cannot read due transactions of", m->path);
+    sqlite3_reset(st);
+    free(t);
+    return rc;
+}
+
+int meta_txn_purge(Meta *m, int64_t before_ms) {
+    if (!m) return MQ_ERR_INVAL;
+    sqlite3_stmt *a = m->st[ST_TXN_PURGE], *b = m->st[ST_TXN_PURGE_LOG];
+    if (bind_i64(a, 1, before_ms) || bind_i64(b, 1, before_ms))
+        return db_fail(m, "cannot purge transactions of", m->path);
+    int rc = step_done(m, a, "cannot purge transactions of", m->path);
+    if (rc == MQ_OK) rc = step_done(m, b, "cannot purge transactions of", m->path);
+    return rc;
+}
+
+int meta_txn_pending(Meta *m, uint64_t *count) {
+    if (!m || !count) return MQ_ERR_INVAL;
+    sqlite3_stmt *st = m->st[ST_TXN_COUNT];
+    int rc = MQ_OK;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        *count = (uint64_t)sqlite3_column_int64(st, 0);
+    else
+        rc = db_fail(m, "cannot count transactions of", m->path);
+    sqlite3_reset(st);
+    return rc;
+}
+
+int meta_txn_set_scan_from(Meta *m, uint64_t off) {
+    if (!m) return MQ_ERR_INVAL;
+    char value[24];
+    snprintf(value, sizeof(value), "%llu", (unsigned long long)off);
+    sqlite3_stmt *st = m->st[ST_KV_PUT];
+    if (bind_text(st, 1, META_TXN_SCAN_KEY, -1) || bind_text(st, 2, value, -1))
+        return db_fail(m, "cannot write", META_TXN_SCAN_KEY);
+    return step_done(m, st, "cannot write", META_TXN_SCAN_KEY);
+}
+
+int meta_txn_get_scan_from(Meta *m, uint64_t *off) {
+    if (!m || !off) return MQ_ERR_INVAL;
+    sqlite3_stmt *st = m->st[ST_KV_GET];
+    if (bind_text(st, 1, META_TXN_SCAN_KEY, -1)) return db_fail(m, "cannot read", META_TXN_SCAN_KEY);
+    int step = sqlite3_step(st);
+    int rc = MQ_OK;
+    if (step == SQLITE_ROW) {
+        const char *v = (const char *)sqlite3_column_text(st, 0);
+        char *end = NULL;
+        errno = 0;
+        unsigned long long x = v ? strtoull(v, &end, 10) : 0;
+        if (!v || end == v || *end || errno) {
+            MQ_ERROR("bad %s '%s' in '%s'", META_TXN_SCAN_KEY, v ? v : "", m->path);
+            rc = MQ_ERR_CORRUPT;
+        } else {
+            *off = x;
+        }
+    } else if (step == SQLITE_DONE) {
+        rc = MQ_ERR_NOTFOUND;
+    } else {
+        rc = db_fail(m, "cannot read", META_TXN_SCAN_KEY);
+    }
+    sqlite3_reset(st);
     return rc;
 }

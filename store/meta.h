@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define META_NAME_MAX 255   /* longest topic/group name stored, bytes */
-#define META_SCHEMA_VERSION 2 /* 2 added pop_state; 1 is upgraded at open */
+#define META_SCHEMA_VERSION 3 /* 2 added pop_state, 3 the transactions; older ones are upgraded at open */
 
 /* Permission bits, RocketMQ's values. */
 enum { META_PERM_WRITE = 2, META_PERM_READ = 4 };
@@ -126,5 +126,72 @@ int meta_pop_save(Meta *m, const MetaPopRow *rows, size_t n, int64_t replay_from
  * meta_group_delete). */
 int meta_pop_load(Meta *m, int (*fn)(void *arg, const MetaPopRow *row), void *arg,
                   int64_t *replay_from);
+
+/* ---- transactions --------------------------------------------------------
+ * One row per transactional message (core/txn.h), plus an append-only op
+ * log (txn_op: prepare, commit, rollback, check results).  Only the
+ * transaction engine's thread uses these, and only inside a batch:
+ * meta_txn_begin takes the connection (db_mu) and opens BEGIN IMMEDIATE,
+ * meta_txn_end commits or rolls back and releases it.  Between the two the
+ * caller may call only the meta_txn_* functions below (any other meta_
+ * call would wait for the mutex it holds).  Reads inside a batch see the
+ * batch's own writes. */
+#define META_TXN_ID_MAX 64     /* longest transaction id, bytes */
+#define META_TXN_URL_MAX 2048  /* longest check-back URL, bytes */
+#define META_TXN_SCAN_KEY "txn_scan_from" /* kv: commit-log offset, see core/txn.h */
+
+typedef enum {
+    META_TXN_PREPARED = 0,
+    META_TXN_COMMITTED = 1,
+    META_TXN_ROLLED_BACK = 2,
+} MetaTxnState;
+
+typedef struct MetaTxn {
+    char id[META_TXN_ID_MAX + 1];
+    char topic[META_NAME_MAX + 1]; /* the real topic */
+    uint32_t queue_id;             /* its real queue */
+    uint64_t half_off;             /* commit-log offset of the half record */
+    char msg_id[META_TXN_ID_MAX + 1]; /* the half message's id */
+    char check_url[META_TXN_URL_MAX + 1]; /* "" = none */
+    MetaTxnState state;
+    uint32_t check_times;          /* check-backs sent so far */
+    int64_t created_ms;
+    int64_t next_check_ms;         /* PREPARED: when the next check-back is due */
+    int64_t updated_ms;
+    int64_t real_off;              /* COMMITTED: commit-log offset of the real message, else -1 */
+    int64_t real_qoff;             /* COMMITTED: its queue offset, else -1 */
+    char resolved_by[16];          /* "" while PREPARED; "client", "check", "max_checks",
+                                    * "recovery", "lost" */
+} MetaTxn;
+
+int meta_txn_begin(Meta *m); /* MQ_OK (db_mu held) or MQ_ERR_DB (not held) */
+/* Commits (or, with !commit, rolls back) and releases db_mu.  MQ_OK or
+ * MQ_ERR_DB (rolled back). */
+int meta_txn_end(Meta *m, bool commit);
+
+/* Inside a batch.  put inserts a new row (MQ_ERR_EXISTS when the id is
+ * taken); set updates the mutable columns of row t->id (state,
+ * check_times, next_check_ms, updated_ms, real_off, real_qoff,
+ * resolved_by).  get: MQ_ERR_NOTFOUND
+ * when absent.  log appends to the op log.  due calls 'fn' for PREPARED
+ * rows with next_check_ms <= now, earliest first, at most 'limit' ('fn'
+ * must not call meta_).  purge deletes resolved rows updated before
+ * 'before_ms' and their op-log lines.  pending counts PREPARED rows.
+ * scan_from saves the kv META_TXN_SCAN_KEY. */
+int meta_txn_put(Meta *m, const MetaTxn *t);
+int meta_txn_set(Meta *m, const MetaTxn *t);
+int meta_txn_get(Meta *m, const char *id, MetaTxn *out);
+int meta_txn_log(Meta *m, const char *id, const char *op, const char *source,
+                 const char *detail, int64_t at_ms);
+int meta_txn_due(Meta *m, int64_t now_ms, size_t limit,
+                 int (*fn)(void *arg, const MetaTxn *t), void *arg);
+int meta_txn_purge(Meta *m, int64_t before_ms);
+int meta_txn_pending(Meta *m, uint64_t *count);
+int meta_txn_set_scan_from(Meta *m, uint64_t off);
+int meta_txn_get_scan_from(Meta *m, uint64_t *off); /* MQ_ERR_NOTFOUND when never saved */
+
+/* meta_txn_read is meta_txn_get outside a batch (it takes the connection
+ * for the read).  Never between meta_txn_begin and meta_txn_end. */
+int meta_txn_read(Meta *m, const char *id, MetaTxn *out);
 
 #endif

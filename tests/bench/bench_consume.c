@@ -14,13 +14,19 @@
  *               up to 1000 on a second connection by another thread.
  *               Ceiling: the same pull rate.
  *   receivelat  produce -> long-poll receive latency at a paced rate
- *   delaylat    lateness of delayLevel 1 (1 s) messages at BENCH_DELAY_RATE (2000/s)
- *   delayfill   BENCH_DELAY_PENDING (1,000,000) messages waiting at delayLevel 18: the
- *               produce rate against plain batches, and the broker's RssAnon
  *               (benchlib's paced producers, BENCH_LAT_CONSUMERS consumers
  *               doing receive waitMs=1000 + ack).  Ceiling: produce ->
  *               long-poll pull latency with the same pacer, measured just
  *               before on the same broker (bench_http's latency case).
+ *   delaylat    lateness of delayLevel 1 (1 s) messages at BENCH_DELAY_RATE (2000/s)
+ *   delayfill   BENCH_DELAY_PENDING (1,000,000) messages waiting at delayLevel 18: the
+ *               produce rate against plain batches, the broker's RssAnon and its
+ *               CPU while they wait
+ *   timerlat    lateness of timers (delayMs 1..3 s at random: hops through the wheel)
+ *               at BENCH_DELAY_RATE (2000/s), never early
+ *   timerfill   BENCH_DELAY_PENDING (1,000,000) timers with deliverAt spread over the
+ *               next hour: the produce rate against plain batches, the broker's
+ *               RssAnon and its CPU while they wait
  *
  * The client is C (plain keep-alive HTTP/1.1 over sockets, benchlib's
  * Http; answers are scanned, not parsed).  A case whose first request is
@@ -54,7 +60,8 @@
  *   BENCH_LAT_CONSUMERS (2)        long-poll receive consumers
  *   BENCH_LAT_WARMUP_MS (500)      latencies of messages sent earlier are
  *                                  printed, not judged
- *   BENCH_ONLY (all)               groups: receive stream receivelat delaylat delayfill (whole
+ *   BENCH_ONLY (all)               groups: receive stream receivelat delaylat delayfill
+ *                                  timerlat timerfill (whole
  *                                  words; the pull ceiling runs with receive
  *                                  and stream)
  *   BENCH_BROKER_FLAGS ()          more --key=value flags for every broker
@@ -106,6 +113,8 @@
  * what is measured (at the default 10000 per queue a stream that reaches
  * it waits for its keep-alive timer: acks do not wake it). */
 #define INFLIGHT_MAX 1000000
+#define BENCH_TIMER_MIN_MS 1000 /* timerlat: delayMs from */
+#define BENCH_TIMER_MAX_MS 3000 /* to */
 
 /* ======================================================================
  * Settings, helpers
@@ -1103,13 +1112,16 @@ typedef struct LatFigure {
  * LatConsumer (pull), prints what they saw and returns the figures. */
 static LatFigure lat_case(const Srv *a, const char *label, const char *topic,
                           void *(*fn)(void *), int nc, bool receivers, double pace,
-                          int delay_level, int64_t delay_ms) {
+                          int delay_level, int64_t delay_ms, int64_t timer_min_ms,
+                          int64_t timer_max_ms) {
     LatFigure f = {NAN, NAN, NAN, NAN};
     LatRun run;
     bool ok = lat_run_init(&run, a->port, topic, pace, cfg_g.lat_producers, cfg_g.secs,
                            (int64_t)cfg_g.lat_warmup_ms * 1000000);
     run.delay_level = delay_level;
     run.delay_ns = delay_ms * 1000000;
+    run.timer_min_ms = timer_min_ms;
+    run.timer_max_ms = timer_max_ms;
     atomic_uint_fast64_t got;
     atomic_init(&got, 0);
     LatProducer *prod = calloc((size_t)run.producers, sizeof(*prod));
@@ -1196,6 +1208,10 @@ static LatFigure lat_case(const Srv *a, const char *label, const char *topic,
         if (delay_level > 0)
             printf("  %-10s delayLevel %d (%" PRId64 " ms): latencies above count from send + "
                    "delay; %" PRIu64 " delivered early\n", "", delay_level, delay_ms, early);
+        if (timer_max_ms > 0)
+            printf("  %-10s delayMs %" PRId64 "..%" PRId64 ": latencies above count from send + "
+                   "delayMs; %" PRIu64 " delivered early\n", "", timer_min_ms, timer_max_ms,
+                   early);
         bool broken = all.count != sent || dups || unknown || early ||
                       (receivers && (ac.ok != sent || ac.expired || ac.invalid));
         if (broken) {
@@ -1233,10 +1249,10 @@ static void lat_cases(void) {
         http_free(&h);
         if (ok) {
             pull = lat_case(&a, "latpull", LAT_PULL_TOPIC, lat_pull_main, 1, false,
-                            cfg_g.lat_rate, 0, 0);
+                            cfg_g.lat_rate, 0, 0, 0, 0);
             if (!bench_interrupted)
                 recv = lat_case(&a, "latrecv", LAT_RECV_TOPIC, lat_receive_main,
-                                cfg_g.lat_consumers, true, cfg_g.lat_rate, 0, 0);
+                                cfg_g.lat_consumers, true, cfg_g.lat_rate, 0, 0, 0, 0);
         } else {
             case_errors++;
         }
@@ -1276,7 +1292,7 @@ static void delay_case(void) {
         http_free(&h);
         if (ok)
             d = lat_case(&a, "delay", LAT_RECV_TOPIC, lat_receive_main, cfg_g.lat_consumers,
-                         true, cfg_g.delay_rate, 1, 1000);
+                         true, cfg_g.delay_rate, 1, 1000, 0, 0);
         else
             case_errors++;
     } else {
@@ -1290,27 +1306,77 @@ static void delay_case(void) {
     row_target(r, d.p99_ms, false, 100, "< 100 ms");
 }
 
+/* Timers: the same pacer produces every message with "delayMs" drawn
+ * from BENCH_TIMER_MIN_MS..BENCH_TIMER_MAX_MS (1..3 s: two or three hops
+ * through the wheel each) and receivers take them; the latency is counted
+ * from send + its delayMs. */
+static void timer_case(void) {
+    Srv a;
+    LatFigure d = {NAN, NAN, NAN, NAN};
+    bool up = srv_start(&a, cfg_g.petrel, cfg_g.root, "timer", NULL) == 0;
+    if (up) {
+        bench_sleep_ms(500);
+        printf("  broker timer on port %d (pid %d)\n", a.port, (int)a.pid);
+        char body[256];
+        size_t blen = receive_body(body, sizeof(body), LAT_RECV_TOPIC, 1, INVISIBLE_MS, 0);
+        Http h;
+        http_init(&h, a.port);
+        bool ok = put_topic(a.port, LAT_RECV_TOPIC, TOPIC_QUEUES) &&
+                  http_expect(&h, "timer", "POST", "/v1/groups/" LAT_GROUP "/receive",
+                              "application/json", body, blen, 200, "{\"messages\":[", NULL);
+        http_free(&h);
+        if (ok)
+            d = lat_case(&a, "timer", LAT_RECV_TOPIC, lat_receive_main, cfg_g.lat_consumers,
+                         true, cfg_g.delay_rate, 0, 0, BENCH_TIMER_MIN_MS, BENCH_TIMER_MAX_MS);
+        else
+            case_errors++;
+    } else {
+        case_errors++;
+    }
+    srv_stop(&a, cfg_g.keep);
+    Row *r = row_add("msgs/s", d.rate, "paced produce with delayMs %d..%d", BENCH_TIMER_MIN_MS,
+                     BENCH_TIMER_MAX_MS);
+    row_ceiling(r, cfg_g.delay_rate, "/s", "scheduled");
+    row_add("ms", d.p50_ms, "  timer lateness p50 (receive - send - delayMs)");
+    r = row_add("ms", d.p99_ms, "  timer lateness p99");
+    row_target(r, d.p99_ms, false, 100, "< 100 ms");
+}
+
 /* Produces 'total' messages to 'topic' in batches of BENCH_PREFILL_BATCH
- * on one connection, each with "delayLevel":'level' when 'level' > 0;
- * returns msgs/s (NAN on a failed request). */
-static double fill_rate(Http *h, const char *topic, long total, int level) {
+ * on one connection, each with "delayLevel":'level' when 'level' > 0, or
+ * with "deliverAt" spread at random over the next 'spread_ms' ms when
+ * 'spread_ms' > 0; returns msgs/s (NAN on a failed request). */
+static double fill_rate(Http *h, const char *topic, long total, int level, int64_t spread_ms) {
     size_t one_cap = BENCH_BODY_LEN + 48;
     char *b = malloc(32 + BENCH_PREFILL_BATCH * (one_cap + 1));
     if (!b) return NAN;
-    size_t n = (size_t)sprintf(b, "{\"messages\":[");
-    for (int i = 0; i < BENCH_PREFILL_BATCH; i++) {
-        if (i) b[n++] = ',';
-        size_t l = bench_json_msg(b + n, (unsigned)i);
-        if (level > 0) l = l - 1 + (size_t)sprintf(b + n + l - 1, ",\"delayLevel\":%d}", level);
-        n += l;
-    }
-    n += (size_t)sprintf(b + n, "]}");
     char path[160];
     snprintf(path, sizeof(path), "/v1/topics/%s/messages", topic);
     int64_t t0 = mq_mono_ns();
+    int64_t wall0 = mq_now_ms();
+    uint64_t rnd = 0x9E3779B97F4A7C15ull;
     long sent = 0;
     bool ok = true;
+    size_t n = 0;
     while (ok && sent < total && !bench_interrupted) {
+        if (n == 0 || spread_ms > 0) { /* timers: new times in every batch */
+            n = (size_t)sprintf(b, "{\"messages\":[");
+            for (int i = 0; i < BENCH_PREFILL_BATCH; i++) {
+                if (i) b[n++] = ',';
+                size_t l = bench_json_msg(b + n, (unsigned)i);
+                if (level > 0)
+                    l = l - 1 + (size_t)sprintf(b + n + l - 1, ",\"delayLevel\":%d}", level);
+                if (spread_ms > 0) {
+                    rnd ^= rnd << 13; /* xorshift64 */
+                    rnd ^= rnd >> 7;
+                    rnd ^= rnd << 17;
+                    long long at = wall0 + 1 + (long long)(rnd % (uint64_t)spread_ms);
+                    l = l - 1 + (size_t)sprintf(b + n + l - 1, ",\"deliverAt\":%lld}", at);
+                }
+                n += l;
+            }
+            n += (size_t)sprintf(b + n, "]}");
+        }
         const char *resp = NULL;
         size_t rlen = 0;
         int st = http_call(h, "POST", path, "application/json", b, n, &resp, &rlen);
@@ -1325,40 +1391,74 @@ static double fill_rate(Http *h, const char *topic, long total, int level) {
     return ok && !bench_interrupted ? (double)sent / secs : NAN;
 }
 
-/* A million messages waiting in the delay levels (level 18 = 2 h): the
- * produce rate against plain batches in the same run, and what they cost
- * the broker in anonymous memory (they wait in the commit log). */
-static void delay_fill_case(void) {
+/* The value of the gauge 'name' on the broker's /metrics; -1 unknown. */
+static long long gauge(Http *h, const char *name) {
+    const char *resp = NULL;
+    size_t len = 0;
+    if (http_call(h, "GET", "/metrics", NULL, NULL, 0, &resp, &len) != 200) return -1;
+    char key[128];
+    snprintf(key, sizeof(key), "\n%s ", name);
+    const char *p = strstr(resp, key);
+    return p ? strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
+/* One kind of waiting message for fill_case. */
+typedef struct FillKind {
+    const char *name;  /* the group, also the broker's label */
+    int level;         /* fill_rate's 'level' */
+    int64_t spread_ms; /* fill_rate's 'spread_ms' */
+    const char *what;  /* how they are produced, for the rows */
+    const char *gauge; /* the metric counting them while they wait */
+} FillKind;
+
+/* A million messages waiting: delay level 18 (2 h), or timers with
+ * deliverAt spread over the next hour.  The produce rate against plain
+ * batches in the same run, what they cost the broker in anonymous memory
+ * (they wait in the commit log; the scheduler keeps positions only), and
+ * its CPU while they wait (no scan: only the heads of the queues are
+ * looked at). */
+static void fill_case(const FillKind *k) {
     Srv a;
-    double plain = NAN, delayed = NAN;
+    double plain = NAN, delayed = NAN, idle_cores = NAN;
     long rss0 = -1, rss1 = -1;
+    long long waiting = -1;
     long total = cfg_g.delay_pending;
-    if (srv_start(&a, cfg_g.petrel, cfg_g.root, "delayfill", NULL) == 0) {
+    if (srv_start(&a, cfg_g.petrel, cfg_g.root, k->name, NULL) == 0) {
         bench_sleep_ms(500);
         Http h;
         http_init(&h, a.port);
-        bool ok = put_topic(a.port, "DelayPlain", TOPIC_QUEUES) &&
-                  put_topic(a.port, "DelayFill", TOPIC_QUEUES);
+        bool ok = put_topic(a.port, "FillPlain", TOPIC_QUEUES) &&
+                  put_topic(a.port, "Fill", TOPIC_QUEUES);
         if (ok) {
-            plain = fill_rate(&h, "DelayPlain", total, 0);
+            plain = fill_rate(&h, "FillPlain", total, 0, 0);
             rss0 = bench_rss_anon_kib(a.pid);
-            delayed = fill_rate(&h, "DelayFill", total, 18);
+            delayed = fill_rate(&h, "Fill", total, k->level, k->spread_ms);
             bench_sleep_ms(500);
             rss1 = bench_rss_anon_kib(a.pid);
+            waiting = gauge(&h, k->gauge);
+            CpuWindow cw;
+            cpu_begin(&cw, a.pid);
+            bench_sleep_ms(3000);
+            cpu_end(&cw);
+            idle_cores = cw.broker_cores;
+            cpu_print(k->name, &cw);
         }
         http_free(&h);
-        printf("  delayfill  %ld plain messages at %.0f msgs/s, then %ld with delayLevel 18 at "
-               "%.0f msgs/s; broker RssAnon %ld KiB before the delayed ones, %ld KiB after\n",
-               total, plain, total, delayed, rss0, rss1);
-        if (isnan(plain) || isnan(delayed) || rss1 < 0) case_errors++;
+        printf("  %-10s %ld plain messages at %.0f msgs/s, then %ld with %s at %.0f msgs/s; "
+               "broker RssAnon %ld KiB before them, %ld KiB after; %s %lld; broker CPU %.3f "
+               "cores while they wait\n", k->name, total, plain, total, k->what, delayed, rss0,
+               rss1, k->gauge, waiting, idle_cores);
+        if (isnan(plain) || isnan(delayed) || rss1 < 0 || waiting < total * 9 / 10)
+            case_errors++;
     } else {
         case_errors++;
     }
     srv_stop(&a, cfg_g.keep);
-    Row *r = row_add("msgs/s", delayed, "produce batches of 1000 with delayLevel 18 (%ld)", total);
+    Row *r = row_add("msgs/s", delayed, "produce batches of 1000 with %s (%ld)", k->what, total);
     row_ceiling(r, plain, "msgs/s", "plain batches");
-    row_add("MiB", rss1 < 0 ? NAN : (double)rss1 / 1024.0,
-            "  broker RssAnon with %ld delayed messages waiting", total);
+    row_add("MiB", rss1 < 0 ? NAN : (double)rss1 / 1024.0, "  broker RssAnon with %ld waiting",
+            total);
+    row_add("cores", idle_cores, "  broker CPU while they wait (3 s)");
 }
 
 /* ======================================================================
@@ -1482,11 +1582,23 @@ int main(void) {
     }
     if (bench_wanted_word("delayfill") && !bench_interrupted) {
         printf("\ndelayed messages: a million waiting...\n");
-        delay_fill_case();
+        static const FillKind levels = {"delayfill", 18, 0, "delayLevel 18",
+                                        "petrel_delayed_messages"};
+        fill_case(&levels);
     }
     if (bench_wanted_word("delaylat") && !bench_interrupted) {
         printf("\ndelayed messages: delivery lateness at a paced rate...\n");
         delay_case();
+    }
+    if (bench_wanted_word("timerfill") && !bench_interrupted) {
+        printf("\ntimers: a million waiting within the hour...\n");
+        static const FillKind timers = {"timerfill", 0, 3600000, "deliverAt within 1 h",
+                                        "petrel_timer_messages"};
+        fill_case(&timers);
+    }
+    if (bench_wanted_word("timerlat") && !bench_interrupted) {
+        printf("\ntimers: delivery lateness at a paced rate...\n");
+        timer_case();
     }
     if (bench_wanted_word("receivelat") && !bench_interrupted) {
         printf("produce -> long-poll latency: pull (ceiling), then receive + ack...\n");

@@ -32,7 +32,7 @@
  *                                  printed, not judged
  *   BENCH_SYNC_SECS (2)            the raw fdatasync loop
  *   BENCH_ONLY (all)               groups, e.g. "json,pull": ceiling json raw
- *                                  batch pull sync latency memory (the ceiling
+ *                                  batch pull sync latency memory txn (the ceiling
  *                                  also runs with json, pull and memory)
  *   BENCH_BROKER_FLAGS ()          more --key=value flags for every broker
  *   BENCH_LAT_DUMP ()              a file for every latency sample,
@@ -466,6 +466,40 @@ static char *write_post_script(const char *name, const char *ctype, const char *
     return path;
 }
 
+/* write_txn_script writes the transactional producer: each connection
+ * sends a half message, then commits the transaction id of the answer
+ * (ids wait in a per-thread list; a commit is sent whenever one waits).
+ * One transaction = two requests; "ok" counts the commits answered
+ * COMMITTED, "bad" anything unexpected. */
+static char *write_txn_script(const char *body) {
+    char *path = scratch_path("txn.lua");
+    FILE *f = path ? fopen(path, "w") : NULL;
+    if (!f) {
+        fprintf(stderr, "bench: cannot write a wrk script: %s\n", strerror(errno));
+        free(path);
+        return NULL;
+    }
+    fprintf(f, "wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\n"
+               "local msg = [==[%s]==]\n", body);
+    fputs(LUA_COUNTERS, f);
+    fputs("local ids = {}\n"
+          "function init(args) ok = 0; bad = 0 end\n"
+          "function request()\n"
+          "  local id = table.remove(ids)\n"
+          "  if id then return wrk.format(nil, '/v1/transactions/' .. id .. '/commit', nil, '') end\n"
+          "  return wrk.format(nil, '/v1/topics/" TOPIC "/transactions', nil, msg)\n"
+          "end\n"
+          "function response(status, headers, body)\n"
+          "  if status ~= 200 then bad = bad + 1; return end\n"
+          "  if string.find(body, '\"COMMITTED\"', 1, true) then ok = ok + 1; return end\n"
+          "  local id = string.match(body, '\"transactionId\":\"(%w+)\"')\n"
+          "  if id and string.find(body, '\"SEND_OK\"', 1, true) then table.insert(ids, id)\n"
+          "  else bad = bad + 1 end\n"
+          "end\n", f);
+    fclose(f);
+    return path;
+}
+
 /* write_pull_script writes the pull walker: request k reads queue k % nq
  * at offset min + 32 * chunk, walking each queue front to back and
  * wrapping at its end; every offset leaves at least 32 messages, so every
@@ -511,6 +545,7 @@ typedef struct Scripts {
     char *raw;   /* one raw body */
     char *batch; /* BATCH_COUNT JSON messages */
     char *sync;  /* one JSON message, answers checked for SEND_OK */
+    char *txn;   /* transactional produce + commit */
     char *batch_body; /* the batch request, also sent by the bench's own check */
     size_t batch_len; /* bytes */
 } Scripts;
@@ -670,6 +705,33 @@ static void single_rounds(const Srv *a, const Scripts *sc) {
         row_target(r, r->ratio, true, 1.0, ">= 1.00x JSON");
         cpu_row(best_of(&br), "broker CPU per message (raw)");
     }
+}
+
+/* case_txn: transactional produce + commit, against plain JSON produce
+ * of the same run (issue 5's target: >= 40 %). */
+static void case_txn(const Srv *a, const char *script) {
+    char url[128];
+    snprintf(url, sizeof(url), "%s/v1/topics/%s/transactions", a->url, TOPIC);
+    WrkResult w;
+    bool ok = script && wrk_run("txn", script, url, a->pid, &w) == 0;
+    unsigned long long good = 0, bad = 0;
+    if (ok) {
+        wrk_print("txn", &w, 0.5);
+        note_peak("txn", &w);
+        if (sscanf(w.script_line, "ok=%llu bad=%llu", &good, &bad) != 2 || bad > 0 ||
+            good == 0 || wrk_broken("txn", &w)) {
+            fprintf(stderr, "bench: txn: BROKEN: %s\n", w.script_line);
+            ok = false;
+        }
+    }
+    if (!ok) case_errors++;
+    Figure f = ok ? wrk_figure(&w, 0.5) : NO_FIGURE;
+    if (ok) f.rate = (double)good / w.secs; /* committed transactions, not requests / 2 */
+    Row *r = row_add("msgs/s", f.rate, "transactional produce + commit (2 requests), %d conns",
+                     cfg_g.conns);
+    if (!isnan(json_rps)) row_ceiling(r, json_rps, "msgs/s", "JSON produce");
+    row_target(r, r->ratio, true, 0.4, ">= 0.40x JSON produce");
+    cpu_row(f, "broker CPU per transaction");
 }
 
 static void case_batch(const Srv *a, const char *script, const char *body, size_t len) {
@@ -958,7 +1020,8 @@ static bool write_scripts(Scripts *s) {
                    ? write_post_script("post-batch.lua", "application/json", s->batch_body, NULL)
                    : NULL;
     s->sync = write_post_script("post-sync.lua", "application/json", json, "\"SEND_OK\"");
-    return s->json && s->raw && s->batch && s->sync;
+    s->txn = write_txn_script(json);
+    return s->json && s->raw && s->batch && s->sync && s->txn;
 }
 
 static void free_scripts(Scripts *s) {
@@ -966,6 +1029,7 @@ static void free_scripts(Scripts *s) {
     free(s->raw);
     free(s->batch);
     free(s->sync);
+    free(s->txn);
     free(s->batch_body);
 }
 
@@ -984,6 +1048,7 @@ static void async_cases(const Scripts *sc) {
         /* The latency case before the bulk writes of batch and pull, whose
          * writeback (hundreds of MB) would otherwise overlap it. */
         if (!bench_interrupted && bench_wanted("latency")) case_latency(&a);
+        if (!bench_interrupted && bench_wanted("txn")) case_txn(&a, sc->txn);
         if (!bench_interrupted && bench_wanted("batch"))
             case_batch(&a, sc->batch, sc->batch_body, sc->batch_len);
         if (!bench_interrupted && bench_wanted("pull")) case_pull(&a);
@@ -1017,7 +1082,8 @@ int main(void) {
         goto out;
     }
     bool async = bench_wanted("json") || bench_wanted("raw") || bench_wanted("batch") ||
-                 bench_wanted("pull") || bench_wanted("latency") || bench_wanted("memory");
+                 bench_wanted("pull") || bench_wanted("latency") || bench_wanted("memory") ||
+                 bench_wanted("txn");
     if (async) {
         printf("bare libmicrohttpd ceiling, then the broker with ASYNC_FLUSH...\n");
         async_cases(&sc);

@@ -1,7 +1,8 @@
 /*
- * test_delay.c - end-to-end tests of delay levels (issue 5, API.md
- * "Produce": delayLevel) against a real petrel started with short levels
- * (--messageDelayLevel="300ms 600ms 1200ms"): a delayed message is stored
+ * test_delay.c - end-to-end tests of delayed messages (issue 5, API.md
+ * "Produce": delayLevel, deliverAt, delayMs) against a real petrel started
+ * with short levels (--messageDelayLevel="300ms 600ms 1200ms"): a delayed
+ * message is stored
  * in SCHEDULE_TOPIC_XXXX, is neither pullable nor receivable before its
  * store time + its level's delay, then appears on its real topic and queue
  * as a new record with its body, tags, keys and properties; per-level
@@ -11,6 +12,13 @@
  * "Not early" is checked twice: on the client's clock (first seen >= sent
  * + delay) and on the server's (storeTimestamp of the delivered record >=
  * storeTimestamp of the scheduled one + delay).  Lateness is printed.
+ * Timers (deliverAt, delayMs; the broker started with
+ * --timerMaxDelaySec=60): a deliverAt hidden until its time then intact on
+ * its queue (storeTimestamp >= deliverAt), delayMs in the raw and JSON
+ * forms and in a batch, a deliverAt in the past (or delayMs 0) stored at
+ * once, every bad value and combination 400 with nothing stored, and
+ * kill -9 with timers pending, due while down and just delivered: each
+ * delivered exactly once, none early, `petrel check` clean.
  * Each case starts its own server in its own temporary directory.
  */
 #define _GNU_SOURCE
@@ -46,6 +54,18 @@ static void stop_ok(E2eCase *c) {
     int st = e2e_stop(&c->srv);
     if (st != 0) e2e_case_print_log(c);
     assert_int_equal(st, 0);
+}
+
+/* Stops the server cleanly and runs `petrel check` on its data: exit 0
+ * (the output is printed otherwise). */
+static void stop_and_check(E2eCase *c) {
+    stop_ok(c);
+    const char *args[] = {"check", c->srv.data, NULL};
+    char *out = NULL;
+    int st = e2e_run(args, &out);
+    if (st != 0) fprintf(stderr, "petrel check %s: exit %d\n%s", c->srv.data, st, out);
+    assert_int_equal(st, 0);
+    free(out);
 }
 
 /* Produces the JSON text 'body' to 'topic'; checks SEND_OK and a msgId and
@@ -538,12 +558,14 @@ static void test_delay_bad_fields_are_400_and_store_nothing(void **state) {
         {"{\"body\":\"x\",\"delayLevel\":\"1\"}", "INVALID_FIELD", NULL},
         {"{\"body\":\"x\",\"delayLevel\":1.5}", "INVALID_FIELD", NULL},
         {"{\"body\":\"x\",\"delayLevel\":4294967297}", "INVALID_FIELD", "3"},
-        {"{\"body\":\"x\",\"delayMs\":1000}", "UNSUPPORTED_FIELD", NULL},
-        {"{\"body\":\"x\",\"deliverAt\":1767225600000}", "UNSUPPORTED_FIELD", NULL},
+        {"{\"body\":\"x\",\"delayLevel\":1,\"delayMs\":1000}", "INVALID_FIELD", "at most one"},
+        {"{\"body\":\"x\",\"delayLevel\":1,\"deliverAt\":1767225600000}", "INVALID_FIELD",
+         "at most one"},
         {"{\"messages\":[{\"body\":\"ok\"},{\"body\":\"x\",\"delayLevel\":4}]}", "INVALID_FIELD",
          "messages[1]"},
-        {"{\"messages\":[{\"body\":\"ok\",\"delayLevel\":1},{\"body\":\"x\",\"delayMs\":5}]}",
-         "UNSUPPORTED_FIELD", NULL},
+        {"{\"messages\":[{\"body\":\"ok\",\"delayLevel\":1},{\"body\":\"x\",\"delayLevel\":1,"
+         "\"delayMs\":5}]}",
+         "INVALID_FIELD", "messages[1]"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         expect_400(c, "/v1/topics/V/messages", E2E_JSON, cases[i].body, cases[i].code,
@@ -560,7 +582,7 @@ static void test_delay_bad_fields_are_400_and_store_nothing(void **state) {
         {"/v1/topics/V/messages?delayLevel=1.5", "INVALID_FIELD", NULL},
         {"/v1/topics/V/messages?delayLevel=", "INVALID_FIELD", NULL},
         {"/v1/topics/V/messages?delayLevel=%2B1", "INVALID_FIELD", NULL},
-        {"/v1/topics/V/messages?delayMs=100", "UNSUPPORTED_FIELD", NULL},
+        {"/v1/topics/V/messages?delayLevel=1&delayMs=100", "INVALID_FIELD", "at most one"},
     };
     for (size_t i = 0; i < sizeof(raw) / sizeof(raw[0]); i++)
         expect_400(c, raw[i].path, "text/plain", "hello", raw[i].code, raw[i].range, &no_range);
@@ -710,13 +732,7 @@ static void test_delay_kill9_pending_and_just_delivered_each_exactly_once(void *
     assert_int_equal(topic_total(c, "D6"), KILLED);
     print_log_lines(c, "re-puts found"); /* the crash window was hit: re-puts past the save */
     watch_free(&w);
-    stop_ok(c);
-    const char *args[] = {"check", c->srv.data, NULL};
-    char *out = NULL;
-    int st = e2e_run(args, &out);
-    if (st != 0) fprintf(stderr, "petrel check %s: exit %d\n%s", c->srv.data, st, out);
-    assert_int_equal(st, 0);
-    free(out);
+    stop_and_check(c);
 }
 
 /* ============================================================================
@@ -814,6 +830,395 @@ static void test_delay_message_of_a_deleted_topic_is_dropped(void **state) {
     watch_free(&w);
 }
 
+/* ============================================================================
+ * 9. timers: deliverAt and delayMs (the timer wheel)
+ * ==========================================================================*/
+
+#define TIMER_MAX_FLAG "--timerMaxDelaySec=60"
+static const char *const timer_flags[] = {LEVELS, TIMER_MAX_FLAG, NULL};
+
+/* The value of the gauge 'name' on /metrics (-1 when missing). */
+static long long metric(E2eCase *c, const char *name) {
+    E2eResponse mr;
+    assert_int_equal(e2e_get(&c->srv, "/metrics", &mr), 0);
+    assert_int_equal(mr.status, 200);
+    char key[128];
+    snprintf(key, sizeof(key), "\n%s ", name);
+    const char *p = strstr(mr.body, key);
+    long long v = p ? strtoll(p + strlen(key), NULL, 10) : -1;
+    e2e_response_free(&mr);
+    return v;
+}
+
+/* Waits up to ~1 s (the store dispatches queue entries in the background)
+ * for the gauge 'name' to read 'want'; returns what it read last. */
+static long long metric_until(E2eCase *c, const char *name, long long want) {
+    long long v = -1;
+    for (int i = 0; i < 100 && (v = metric(c, name)) != want; i++) e2e_sleep_ms(10);
+    return v;
+}
+
+/* One timer as sent: what its delivery is checked against. */
+typedef struct Timer {
+    char body[40];
+    long long deliver_at; /* deliverAt given (epoch ms); 0: delayMs */
+    long long delay_ms;   /* delayMs given: due at the server's bornTimestamp + this + 1 */
+    int queue_id;         /* the queueId of the answer */
+    long long sent_ms;    /* e2e_wall_ms() just before the produce request */
+    char msg_id[40];      /* msgId of the answer */
+} Timer;
+
+/* Produces {"body":'body',"queueId":'queue_id' (< 0: none),'extra'} to
+ * 'topic' ('extra' is ",\"delayMs\":N" or ",\"deliverAt\":N") and fills 't'. */
+static void send_timer(E2eCase *c, const char *topic, Timer *t, const char *body, int queue_id,
+                       long long deliver_at, long long delay_ms) {
+    memset(t, 0, sizeof(*t));
+    snprintf(t->body, sizeof(t->body), "%s", body);
+    t->deliver_at = deliver_at;
+    t->delay_ms = delay_ms;
+    char json[256];
+    int n = snprintf(json, sizeof(json), "{\"body\":\"%s\"", body);
+    if (queue_id >= 0)
+        n += snprintf(json + n, sizeof(json) - (size_t)n, ",\"queueId\":%d", queue_id);
+    if (deliver_at)
+        n += snprintf(json + n, sizeof(json) - (size_t)n, ",\"deliverAt\":%lld", deliver_at);
+    else
+        n += snprintf(json + n, sizeof(json) - (size_t)n, ",\"delayMs\":%lld", delay_ms);
+    snprintf(json + n, sizeof(json) - (size_t)n, "}");
+    t->sent_ms = e2e_wall_ms();
+    json_t *res = produce(c, topic, json);
+    t->queue_id = (int)e2e_num(res, "queueId");
+    if (queue_id >= 0) assert_int_equal(t->queue_id, queue_id);
+    snprintf(t->msg_id, sizeof(t->msg_id), "%s", e2e_str(res, "msgId"));
+    json_decref(res);
+}
+
+/* When 't' is due, given its delivered message 'm': its deliverAt, or
+ * 1 ms after its bornTimestamp + delayMs (bornTimestamp is cut to the ms:
+ * the +1 keeps the delivery from coming a fraction of a ms early). */
+static long long timer_due(const Timer *t, const json_t *m) {
+    if (t->deliver_at) return t->deliver_at;
+    long long born = e2e_num(m, "bornTimestamp");
+    return t->delay_ms ? born + t->delay_ms + 1 : born; /* delayMs 0: at once */
+}
+
+/* Checks the delivery 'g' of 't' on 'topic': right topic and queue, a new
+ * msgId, not early on the server's clock (storeTimestamp) nor on the
+ * client's (first seen; skipped when 'seen' is false).  Returns its
+ * lateness on the server's clock. */
+static long long check_timer(const Timer *t, const Got *g, const char *topic, bool seen) {
+    const json_t *m = g->msg;
+    long long due = timer_due(t, m);
+    long long stored = e2e_num(m, "storeTimestamp");
+    assert_string_equal(e2e_str(m, "topic"), topic);
+    assert_int_equal(e2e_num(m, "queueId"), t->queue_id);
+    assert_int_equal(e2e_num(m, "reconsumeTimes"), 0);
+    if (stored < due || (seen && g->seen_ms < due)) {
+        fail_msg("'%s' early: due at %lld, delivered record stored at %lld, seen at %lld",
+                 t->body, due, stored, g->seen_ms);
+    }
+    return stored - due;
+}
+
+static void test_timer_deliver_at_hidden_until_its_time_then_intact_on_its_queue(void **state) {
+    E2eCase *c = *state;
+    e2e_case_start(c, timer_flags);
+    e2e_create_topic(c, "T1", 2);
+    /* 1500 ms ahead: lanes of 1280, 208 and 11 ms (two hops) */
+    long long at = e2e_wall_ms() + 1500;
+    char json[512];
+    snprintf(json, sizeof(json),
+             "{\"body\":\"at a time\",\"tags\":\"TagT\",\"keys\":[\"order-9\"],"
+             "\"properties\":{\"color\":\"blue\"},\"queueId\":1,\"deliverAt\":%lld}", at);
+    Timer t = {.body = "at a time", .deliver_at = at, .queue_id = 1};
+    t.sent_ms = e2e_wall_ms();
+    json_t *res = produce(c, "T1", json);
+    assert_int_equal(e2e_num(res, "queueId"), 1);
+    snprintf(t.msg_id, sizeof(t.msg_id), "%s", e2e_str(res, "msgId"));
+    long long answer_off = e2e_num(res, "queueOffset");
+    json_decref(res);
+    /* the answer's msgId is the record waiting in the wheel */
+    json_t *w = get_msg(c, t.msg_id);
+    assert_string_equal(e2e_str(w, "topic"), "RMQ_SYS_WHEEL_TIMER");
+    assert_int_equal(e2e_num(w, "queueOffset"), answer_off);
+    assert_string_equal(e2e_str(w, "body"), "at a time");
+    json_decref(w);
+    assert_int_equal(metric_until(c, "petrel_timer_messages", 1), 1);
+    assert_int_equal(metric(c, "petrel_delayed_messages"), 0);
+
+    /* 1 s in: not on the topic, not found by its key */
+    long long wait = at - 500 - e2e_wall_ms();
+    if (wait > 0) e2e_sleep_ms((int)wait);
+    Watch wt;
+    watch_init(&wt, "T1", 2);
+    watch_poll(c, &wt);
+    json_t *q = e2e_call(c, "GET", "/v1/topics/T1/messages?key=order-9", NULL, NULL, 200);
+    if (e2e_wall_ms() < at) {
+        assert_int_equal(wt.n, 0);
+        assert_int_equal(topic_total(c, "T1"), 0);
+        assert_int_equal(json_array_size(json_object_get(q, "messages")), 0);
+    }
+    json_decref(q);
+    assert_int_equal(watch_until(c, &wt, 1, at + 2000), 1);
+    const Got *g = watch_once(&wt, "at a time");
+    long long late = check_timer(&t, g, "T1", true);
+    print_message("deliverAt (+1500 ms): stored %lld ms late (server clock), first pulled %lld ms "
+                  "after deliverAt\n", late, g->seen_ms - at);
+    assert_true(late < LATE_MAX_MS);
+    assert_string_equal(e2e_str(g->msg, "tags"), "TagT");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(g->msg, "keys"), 0)),
+                        "order-9");
+    json_t *want = json_pack("{s:s}", "color", "blue");
+    assert_true(json_equal(json_object_get(g->msg, "properties"), want));
+    json_decref(want);
+    assert_string_not_equal(e2e_str(g->msg, "msgId"), t.msg_id);
+    /* once, and the wheel is empty */
+    e2e_sleep_ms(300);
+    watch_poll(c, &wt);
+    assert_int_equal(wt.n, 1);
+    assert_int_equal(metric_until(c, "petrel_timer_messages", 0), 0);
+    watch_free(&wt);
+}
+
+static void test_timer_delay_ms_raw_json_batch_and_past_deliver_at(void **state) {
+    E2eCase *c = *state;
+    e2e_case_start(c, timer_flags);
+    e2e_create_topic(c, "T2", 2);
+    e2e_create_topic(c, "T2r", 1);
+    /* raw ?delayMs=400 */
+    Timer raw = {.body = "raw timer", .delay_ms = 400, .queue_id = 0};
+    raw.sent_ms = e2e_wall_ms();
+    json_t *res = e2e_call(c, "POST", "/v1/topics/T2r/messages?delayMs=400&tags=TagR",
+                           "text/plain", "raw timer", 200);
+    assert_string_equal(e2e_str(res, "status"), "SEND_OK");
+    snprintf(raw.msg_id, sizeof(raw.msg_id), "%s", e2e_str(res, "msgId"));
+    json_decref(res);
+    /* raw ?deliverAt in the past: stored at once, on the topic itself */
+    res = e2e_call(c, "POST", "/v1/topics/T2r/messages?deliverAt=1000", "text/plain",
+                   "raw past", 200);
+    json_t *direct = get_msg(c, e2e_str(res, "msgId"));
+    assert_string_equal(e2e_str(direct, "topic"), "T2r");
+    json_decref(direct);
+    json_decref(res);
+    /* JSON delayMs */
+    Timer one;
+    send_timer(c, "T2", &one, "json delayMs", 1, 0, 600);
+    /* batch: immediate, delayMs, deliverAt in the past, delayMs 0, deliverAt ahead */
+    long long now = e2e_wall_ms();
+    char json[1024];
+    snprintf(json, sizeof(json),
+             "{\"messages\":[{\"body\":\"b-now\",\"queueId\":0},"
+             "{\"body\":\"b-300\",\"delayMs\":300,\"queueId\":0},"
+             "{\"body\":\"b-past\",\"deliverAt\":%lld,\"queueId\":1},"
+             "{\"body\":\"b-zero\",\"delayMs\":0,\"queueId\":1},"
+             "{\"body\":\"b-at\",\"deliverAt\":%lld,\"queueId\":0}]}",
+             now - 60000, now + 800);
+    Timer b[5];
+    static const char *const names[5] = {"b-now", "b-300", "b-past", "b-zero", "b-at"};
+    long long t_batch = e2e_wall_ms();
+    res = e2e_call(c, "POST", "/v1/topics/T2/messages", E2E_JSON, json, 200);
+    json_t *results = json_object_get(res, "results");
+    assert_int_equal(json_array_size(results), 5);
+    for (int i = 0; i < 5; i++) {
+        json_t *r1 = json_array_get(results, (size_t)i);
+        assert_string_equal(e2e_str(r1, "status"), "SEND_OK");
+        b[i] = (Timer){.queue_id = (int)e2e_num(r1, "queueId"), .sent_ms = t_batch};
+        snprintf(b[i].body, sizeof(b[i].body), "%s", names[i]);
+        snprintf(b[i].msg_id, sizeof(b[i].msg_id), "%s", e2e_str(r1, "msgId"));
+    }
+    b[1].delay_ms = 300;
+    b[2].deliver_at = now - 60000;
+    b[4].deliver_at = now + 800;
+    /* the past and zero ones are on their queue: offsets of queue 1 */
+    assert_int_equal(e2e_num(json_array_get(results, 2), "queueOffset"), 0);
+    assert_int_equal(e2e_num(json_array_get(results, 3), "queueOffset"), 1);
+    assert_int_equal(b[2].queue_id, 1);
+    json_decref(res);
+
+    Watch w;
+    watch_init(&w, "T2", 2);
+    watch_until(c, &w, 3, t_batch + 2000);
+    if (e2e_wall_ms() < t_batch + 300) { /* else too slow to tell */
+        assert_int_equal(w.n, 3);
+        int count = 0;
+        assert_non_null(watch_find(&w, "b-now", &count));
+        assert_non_null(watch_find(&w, "b-past", &count));
+        assert_non_null(watch_find(&w, "b-zero", &count));
+    }
+    assert_int_equal(watch_until(c, &w, 6, t_batch + 800 + 2000), 6);
+    Watch wr;
+    watch_init(&wr, "T2r", 1);
+    assert_int_equal(watch_until(c, &wr, 2, raw.sent_ms + 400 + 2000), 2);
+    for (int i = 0; i < 5; i++) {
+        const Got *g = watch_once(&w, b[i].body);
+        long long late = check_timer(&b[i], g, "T2", b[i].deliver_at || b[i].delay_ms);
+        if (i == 1 || i == 4) {
+            print_message("batch '%s': %lld ms late\n", b[i].body, late);
+            assert_true(late < LATE_MAX_MS);
+        }
+    }
+    long long late = check_timer(&one, watch_once(&w, "json delayMs"), "T2", true);
+    print_message("JSON delayMs 600: %lld ms late\n", late);
+    assert_true(late < LATE_MAX_MS);
+    const Got *g = watch_once(&wr, "raw timer");
+    late = check_timer(&raw, g, "T2r", true);
+    print_message("raw ?delayMs=400: %lld ms late\n", late);
+    assert_true(late < LATE_MAX_MS);
+    assert_string_equal(e2e_str(g->msg, "tags"), "TagR");
+    watch_once(&wr, "raw past");
+    watch_free(&w);
+    watch_free(&wr);
+}
+
+static void test_timer_bad_fields_are_400_and_store_nothing(void **state) {
+    E2eCase *c = *state;
+    e2e_case_start(c, timer_flags); /* timerMaxDelaySec 60 */
+    e2e_create_topic(c, "TV", 2);
+    int no_range = 0;
+    long long far = e2e_wall_ms() + 61000;
+    char beyond[128], beyond_batch[256];
+    snprintf(beyond, sizeof(beyond), "{\"body\":\"x\",\"deliverAt\":%lld}", far);
+    snprintf(beyond_batch, sizeof(beyond_batch),
+             "{\"messages\":[{\"body\":\"ok\",\"delayMs\":5},{\"body\":\"x\",\"deliverAt\":%lld}]}",
+             far);
+    const struct {
+        const char *body;
+        const char *range; /* the error message names it, or NULL */
+    } cases[] = {
+        {"{\"body\":\"x\",\"delayMs\":60001}", "60"},
+        {beyond, "60"},
+        {beyond_batch, "messages[1]"},
+        {"{\"body\":\"x\",\"delayMs\":9223372036854775807}", "60"},
+        {"{\"body\":\"x\",\"deliverAt\":9223372036854775807}", "60"},
+        {"{\"body\":\"x\",\"delayMs\":5,\"deliverAt\":1}", "at most one"},
+        {"{\"body\":\"x\",\"delayLevel\":1,\"delayMs\":5}", "at most one"},
+        {"{\"body\":\"x\",\"delayLevel\":1,\"deliverAt\":1,\"delayMs\":0}", "at most one"},
+        {"{\"body\":\"x\",\"delayMs\":-1}", "delayMs"},
+        {"{\"body\":\"x\",\"delayMs\":1.5}", "delayMs"},
+        {"{\"body\":\"x\",\"delayMs\":\"5\"}", "delayMs"},
+        {"{\"body\":\"x\",\"delayMs\":null}", "delayMs"},
+        {"{\"body\":\"x\",\"delayMs\":true}", "delayMs"},
+        {"{\"body\":\"x\",\"deliverAt\":-5}", "deliverAt"},
+        {"{\"body\":\"x\",\"deliverAt\":\"1767225600000\"}", "deliverAt"},
+        {"{\"body\":\"x\",\"deliverAt\":1.767e12}", "deliverAt"},
+        {"{\"messages\":[{\"body\":\"ok\"},{\"body\":\"x\",\"delayMs\":-3}]}", "messages[1]"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        expect_400(c, "/v1/topics/TV/messages", E2E_JSON, cases[i].body, "INVALID_FIELD",
+                   cases[i].range, &no_range);
+    char raw_far[128];
+    snprintf(raw_far, sizeof(raw_far), "/v1/topics/TV/messages?deliverAt=%lld", far);
+    const struct {
+        const char *path;
+        const char *range;
+    } raw[] = {
+        {"/v1/topics/TV/messages?delayMs=60001", "60"},
+        {raw_far, "60"},
+        {"/v1/topics/TV/messages?delayMs=-1", "delayMs"},
+        {"/v1/topics/TV/messages?delayMs=x", "delayMs"},
+        {"/v1/topics/TV/messages?delayMs=1.5", "delayMs"},
+        {"/v1/topics/TV/messages?delayMs=", "delayMs"},
+        {"/v1/topics/TV/messages?delayMs=%2B5", "delayMs"},
+        {"/v1/topics/TV/messages?deliverAt=-1", "deliverAt"},
+        {"/v1/topics/TV/messages?deliverAt=99999999999999999999", "deliverAt"},
+        {"/v1/topics/TV/messages?delayMs=5&deliverAt=1", "at most one"},
+        {"/v1/topics/TV/messages?delayMs=5&delayLevel=1", "at most one"},
+    };
+    for (size_t i = 0; i < sizeof(raw) / sizeof(raw[0]); i++)
+        expect_400(c, raw[i].path, "text/plain", "hello", "INVALID_FIELD", raw[i].range,
+                   &no_range);
+    /* nothing was stored anywhere, the wheel included */
+    json_t *health = e2e_call(c, "GET", "/healthz", NULL, NULL, 200);
+    assert_int_equal(e2e_num(json_object_get(health, "commitLog"), "writeOffset"), 0);
+    json_decref(health);
+    /* the edges are accepted: exactly the maximum, and just inside it */
+    Timer t;
+    send_timer(c, "TV", &t, "max", -1, 0, 60000);
+    send_timer(c, "TV", &t, "inside", -1, e2e_wall_ms() + 59000, 0);
+    json_t *res = e2e_call(c, "POST", "/v1/topics/TV/messages?delayMs=60000", "text/plain",
+                           "raw max", 200);
+    json_decref(res);
+    if (no_range) fail_msg("%d error messages without what they should name", no_range);
+}
+
+#define TK_LONG 4    /* delayMs 2500..3100: due after the restart */
+#define TK_STREAM 24 /* delayMs 300, sent ~15 ms apart: being delivered at the kill */
+#define TK_ALL (TK_LONG + TK_STREAM)
+
+static void test_timer_kill9_pending_and_just_delivered_each_exactly_once(void **state) {
+    E2eCase *c = *state;
+    e2e_case_start(c, timer_flags);
+    e2e_create_topic(c, "T6", 4);
+    Timer t[TK_ALL];
+    int k = 0;
+    for (int i = 0; i < TK_LONG; i++) {
+        char body[32];
+        snprintf(body, sizeof(body), "long-%d", i);
+        if (i % 2)
+            send_timer(c, "T6", &t[k++], body, -1, e2e_wall_ms() + 2500 + 200 * i, 0);
+        else
+            send_timer(c, "T6", &t[k++], body, -1, 0, 2500 + 200 * i);
+    }
+    for (int i = 0; i < TK_STREAM; i++) {
+        char body[32];
+        snprintf(body, sizeof(body), "stream-%02d", i);
+        send_timer(c, "T6", &t[k++], body, -1, 0, 300);
+        e2e_sleep_ms(15);
+    }
+    /* kill -9 while the stream is coming out: about half of it delivered,
+     * the rest due while the broker is down or just after */
+    long long t0 = e2e_wall_ms();
+    long long on_topic = 0;
+    while ((on_topic = topic_total(c, "T6")) < TK_STREAM / 2 && e2e_wall_ms() - t0 < 3000)
+        e2e_sleep_ms(2);
+    e2e_kill9(&c->srv);
+    long long t_kill = e2e_wall_ms();
+    print_message("kill -9 with %lld of %d timers delivered\n", on_topic, TK_ALL);
+    assert_true(on_topic >= TK_STREAM / 2 && on_topic < TK_ALL);
+    e2e_sleep_ms(400); /* the rest of the stream falls due meanwhile */
+    e2e_case_start(c, timer_flags);
+    long long t_up = e2e_wall_ms();
+    Watch w;
+    watch_init(&w, "T6", 4);
+    size_t n = watch_until(c, &w, TK_ALL, t[TK_LONG - 1].sent_ms + 3100 + 3000);
+    if (n != TK_ALL) e2e_case_print_log(c);
+    assert_int_equal(n, TK_ALL);
+    print_message("down %lld ms; all %d delivered %lld ms after the restart\n", t_up - t_kill,
+                  TK_ALL, e2e_wall_ms() - t_up);
+    /* kill -9 again right after the last deliveries, then a clean restart */
+    e2e_kill9(&c->srv);
+    e2e_case_start(c, timer_flags);
+    e2e_sleep_ms(400);
+    stop_ok(c);
+    e2e_case_start(c, timer_flags);
+    e2e_sleep_ms(300);
+    watch_poll(c, &w);
+    if (w.n != TK_ALL) e2e_case_print_log(c);
+    long long worst_after = 0;
+    int while_down = 0;
+    for (int i = 0; i < TK_ALL; i++) {
+        const Got *g = watch_once(&w, t[i].body);
+        long long late = check_timer(&t[i], g, "T6", false);
+        long long due = timer_due(&t[i], g->msg);
+        long long stored = e2e_num(g->msg, "storeTimestamp");
+        if (due > t_up && late > worst_after) worst_after = late;
+        if (due > t_kill && due < t_up) {
+            while_down++; /* delivered once the broker was back */
+            assert_true(stored >= t_kill && stored < t_up + LATE_MAX_MS);
+        }
+    }
+    print_message("%d due while the broker was down; due after the restart: worst lateness "
+                  "%lld ms (server clock)\n", while_down, worst_after);
+    assert_true(while_down > 0);
+    assert_true(worst_after < LATE_MAX_MS);
+    assert_int_equal(w.n, TK_ALL);
+    assert_int_equal(topic_total(c, "T6"), TK_ALL);
+    assert_int_equal(metric_until(c, "petrel_timer_messages", 0), 0);
+    print_log_lines(c, "re-puts found");
+    watch_free(&w);
+    stop_and_check(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(
@@ -837,6 +1242,16 @@ int main(void) {
             e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_delay_message_of_a_deleted_topic_is_dropped, setup,
                                         e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_timer_deliver_at_hidden_until_its_time_then_intact_on_its_queue, setup,
+            e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_timer_delay_ms_raw_json_batch_and_past_deliver_at,
+                                        setup, e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_timer_bad_fields_are_400_and_store_nothing, setup,
+                                        e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_timer_kill9_pending_and_just_delivered_each_exactly_once, setup,
+            e2e_case_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

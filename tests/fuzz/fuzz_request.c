@@ -96,6 +96,16 @@ static void check_fields(const ProduceMsg *m) {
     CHECK(m->uniq[0] == '\0' && !m->props_buf && m->props_len == 0);
 }
 
+/* The delay fields of a decoded message: at most one of the three, the
+ * timer ones non-negative. */
+static void check_delays(const ProduceMsg *m) {
+    CHECK(m->has_delay_level + m->has_delay_ms + m->has_deliver_at <= 1);
+    CHECK(!m->has_delay_ms || m->delay_ms >= 0);
+    CHECK(!m->has_deliver_at || m->deliver_at_ms >= 0);
+    CHECK(m->has_delay_ms || m->delay_ms == 0);
+    CHECK(m->has_deliver_at || m->deliver_at_ms == 0);
+}
+
 /* Encodes the property block of 'm' and checks it against the message:
  * the user properties of 'user' (NULL = none) in order, then TAGS, KEYS,
  * UNIQ_KEY and __SHARDINGKEY; then round-trips a whole record. */
@@ -196,6 +206,8 @@ static void check_same_msgs(const ProduceReq *fast, const ProduceReq *slow) {
         CHECK(!a->keys || strcmp(a->keys, b->keys) == 0);
         CHECK(a->queue_id == b->queue_id);
         CHECK(a->has_delay_level == b->has_delay_level && a->delay_level == b->delay_level);
+        CHECK(a->has_delay_ms == b->has_delay_ms && a->delay_ms == b->delay_ms);
+        CHECK(a->has_deliver_at == b->has_deliver_at && a->deliver_at_ms == b->deliver_at_ms);
         CHECK(a->props == NULL && b->props == NULL);
     }
 }
@@ -243,6 +255,12 @@ static void fuzz_json(const uint8_t *data, size_t size) {
         free(owned);
         json_t *qid = json_object_get(o, "queueId");
         CHECK(m->queue_id == (qid ? json_integer_value(qid) : -1));
+        check_delays(m);
+        json_t *dms = json_object_get(o, "delayMs");
+        json_t *dat = json_object_get(o, "deliverAt");
+        CHECK(m->has_delay_ms == (dms != NULL) && m->has_deliver_at == (dat != NULL));
+        CHECK(!dms || m->delay_ms == json_integer_value(dms));
+        CHECK(!dat || m->deliver_at_ms == json_integer_value(dat));
         json_t *user = json_object_get(o, "properties");
         CHECK(m->props == user);
         check_props(m, user);
@@ -286,8 +304,13 @@ static void fuzz_raw(const uint8_t *data, size_t size) {
     } else {
         CHECK(req.count == 1 && !req.batch);
         ProduceMsg *m = &req.msgs[0];
-        CHECK(!q.delay_ms && !q.deliver_at); /* not implemented: always refused */
         CHECK(m->has_delay_level == (q.delay_level != NULL));
+        CHECK(m->has_delay_ms == (q.delay_ms != NULL));
+        CHECK(m->has_deliver_at == (q.deliver_at != NULL));
+        check_delays(m);
+        /* accepted values are plain decimal, as given */
+        if (q.delay_ms) CHECK(m->delay_ms == strtoll(q.delay_ms, NULL, 10));
+        if (q.deliver_at) CHECK(m->deliver_at_ms == strtoll(q.deliver_at, NULL, 10));
         if (q.delay_level) {
             /* the value as given, or the marker; its range is the caller's */
             char *end = NULL;

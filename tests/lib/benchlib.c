@@ -777,6 +777,16 @@ void bench_sleep_until(int64_t t_ns) {
     }
 }
 
+int64_t lat_timer_ms(const LatRun *run, uint64_t seq) {
+    if (run->timer_max_ms <= 0) return 0;
+    uint64_t z = seq + 0x9E3779B97F4A7C15ull; /* splitmix64 */
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    uint64_t span = (uint64_t)(run->timer_max_ms - run->timer_min_ms) + 1;
+    return run->timer_min_ms + (int64_t)(z % span);
+}
+
 /* lat_msg writes {"body":"seq=<12 digits>;<padding>"} (BENCH_BODY_LEN body). */
 static size_t lat_msg(char *out, uint64_t seq) {
     size_t n = bench_json_msg(out, (unsigned)seq);
@@ -804,6 +814,11 @@ void *lat_producer_main(void *arg) {
             /* the same message, delayed: {"body":"...","delayLevel":N} */
             int k = snprintf(body + len - 1, sizeof(body) - (len - 1), ",\"delayLevel\":%d}",
                              run->delay_level);
+            if (k > 0) len = len - 1 + (size_t)k;
+        } else if (run->timer_max_ms > 0 && len > 0 && body[len - 1] == '}') {
+            /* a timer: {"body":"...","delayMs":N} */
+            int k = snprintf(body + len - 1, sizeof(body) - (len - 1), ",\"delayMs\":%" PRId64 "}",
+                             lat_timer_ms(run, seq));
             if (k > 0) len = len - 1 + (size_t)k;
         }
         int64_t t = mq_mono_ns();
@@ -853,7 +868,8 @@ size_t lat_take(LatConsumer *c, const char *resp, int64_t t) {
             c->dups++;
             continue;
         }
-        int64_t lat = t - ts - run->delay_ns; /* a delayed message: how late */
+        /* a delayed message: how late */
+        int64_t lat = t - ts - run->delay_ns - lat_timer_ms(run, seq) * 1000000;
         if (lat < 0) {
             atomic_fetch_add(&run->early, 1); /* delivered before its time */
             lat = 0;

@@ -281,8 +281,16 @@ typedef struct LatRun {
     atomic_bool failed;
     int delay_level;             /* > 0: every message is produced with this delayLevel */
     int64_t delay_ns;            /* its delay: latencies are counted from send + this */
-    atomic_uint_fast64_t early;  /* messages received before send + delay_ns */
+    int64_t timer_min_ms;        /* timer_max_ms > 0: every message is produced with
+                                  * "delayMs" lat_timer_ms(seq), from timer_min_ms to */
+    int64_t timer_max_ms;        /* timer_max_ms; latencies count from send + that */
+    atomic_uint_fast64_t early;  /* messages received before their time */
 } LatRun;
+
+/* lat_timer_ms is the delayMs of message 'seq' of 'run' (a fixed
+ * pseudo-random draw from [timer_min_ms, timer_max_ms]); 0 when the run
+ * has no timers. */
+int64_t lat_timer_ms(const LatRun *run, uint64_t seq);
 
 typedef struct LatProducer {
     LatRun *run;

@@ -156,7 +156,7 @@ static void test_meta_open_creates_versioned_wal_database(void **state) {
 static void test_meta_newer_or_unknown_schema_version_is_corrupt(void **state) {
     Fixture *f = *state;
     meta_close(open_ok(f->path, 0));
-    static const char *const bad[] = {"3", "abc", "", "-1", "0", "1x"};
+    static const char *const bad[] = {"4", "abc", "", "-1", "0", "1x"};
     int saved = mq_log_level;
     mq_log_level = -1; /* the failures below are expected */
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -231,6 +231,71 @@ static void test_meta_version_1_database_gets_pop_state_and_keeps_rows(void **st
     assert_int_equal(seen, 0);
     assert_int_equal(replay, 1400);
     meta_close(m);
+}
+
+static int count_due(void *arg, const MetaTxn *t) {
+    (void)t;
+    (*(int *)arg)++;
+    return MQ_OK;
+}
+
+/* A version-2 database gets the transaction tables; a row written,
+ * updated, found due, counted, and purged once resolved. */
+static void test_meta_version_2_database_gets_transaction_tables(void **state) {
+    Fixture *f = *state;
+    meta_close(open_ok(f->path, 0));
+    probe_exec(f->path, "DROP TABLE txn");
+    probe_exec(f->path, "DROP TABLE txn_op");
+    probe_exec(f->path, "UPDATE meta_info SET value = '2' WHERE key = 'schema_version'");
+    Meta *m = open_ok(f->path, 0);
+    assert_int_equal(probe_int(f->path, "SELECT CAST(value AS INTEGER) FROM meta_info"
+                                        " WHERE key = 'schema_version'"),
+                     3);
+    MetaTxn t = {.queue_id = 2, .half_off = 4096, .state = META_TXN_PREPARED,
+                 .created_ms = 1000, .next_check_ms = 7000, .updated_ms = 1000,
+                 .real_off = -1, .real_qoff = -1};
+    strcpy(t.id, "ABC");
+    strcpy(t.topic, "Orders");
+    strcpy(t.msg_id, "M");
+    assert_int_equal(meta_txn_begin(m), MQ_OK);
+    assert_int_equal(meta_txn_put(m, &t), MQ_OK);
+    int saved = mq_log_level;
+    mq_log_level = -1;
+    assert_int_equal(meta_txn_put(m, &t), MQ_ERR_EXISTS);
+    mq_log_level = saved;
+    assert_int_equal(meta_txn_set_scan_from(m, 77), MQ_OK);
+    assert_int_equal(meta_txn_end(m, true), MQ_OK);
+    meta_close(m);
+    m = open_ok(f->path, 0);
+    assert_int_equal(meta_txn_begin(m), MQ_OK);
+    MetaTxn got;
+    assert_int_equal(meta_txn_get(m, "ABC", &got), MQ_OK);
+    assert_int_equal(got.half_off, 4096);
+    assert_string_equal(got.check_url, "");
+    int due = 0;
+    assert_int_equal(meta_txn_due(m, 6999, 10, count_due, &due), MQ_OK);
+    assert_int_equal(due, 0);
+    assert_int_equal(meta_txn_due(m, 7000, 10, count_due, &due), MQ_OK);
+    assert_int_equal(due, 1);
+    uint64_t n = 0, scan = 0;
+    assert_int_equal(meta_txn_pending(m, &n), MQ_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(meta_txn_get_scan_from(m, &scan), MQ_OK);
+    assert_int_equal(scan, 77);
+    got.state = META_TXN_COMMITTED;
+    got.updated_ms = 2000;
+    strcpy(got.resolved_by, "client");
+    assert_int_equal(meta_txn_set(m, &got), MQ_OK);
+    assert_int_equal(meta_txn_log(m, "ABC", "commit", "client", "", 2000), MQ_OK);
+    assert_int_equal(meta_txn_pending(m, &n), MQ_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(meta_txn_purge(m, 1999), MQ_OK);
+    assert_int_equal(meta_txn_get(m, "ABC", &got), MQ_OK);
+    assert_int_equal(meta_txn_purge(m, 2001), MQ_OK);
+    assert_int_equal(meta_txn_get(m, "ABC", &got), MQ_ERR_NOTFOUND);
+    assert_int_equal(meta_txn_end(m, true), MQ_OK);
+    meta_close(m);
+    assert_int_equal(probe_int(f->path, "SELECT count(*) FROM txn_op"), 0);
 }
 
 static void test_meta_foreign_or_garbage_file_is_corrupt(void **state) {
@@ -771,6 +836,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         CASE(test_meta_open_creates_versioned_wal_database),
         CASE(test_meta_newer_or_unknown_schema_version_is_corrupt),
+        CASE(test_meta_version_2_database_gets_transaction_tables),
         CASE(test_meta_foreign_or_garbage_file_is_corrupt),
         CASE(test_meta_version_1_database_gets_pop_state_and_keeps_rows),
         CASE(test_meta_topic_put_get_and_replace_keeps_created_ms),

@@ -1,7 +1,7 @@
 /*
  * test_produce_req.c - the produce body decoders (gateway/produce_req.c):
  * the fast path takes plain requests (single and batch, every field it
- * knows, base64 bodies) and decodes them exactly as the jansson path does;
+ * knows, the delay fields, base64 bodies) and decodes them exactly as the jansson path does;
  * it gives up on everything else (escapes, properties, unknown, repeated
  * or bad fields, odd numbers, trailing bytes), leaving the jansson path to
  * decide and word the error.  fuzz_request checks the same on random input.
@@ -46,6 +46,10 @@ static bool fast_takes(const char *json) {
         assert_int_equal(a->queue_id, b->queue_id);
         assert_int_equal(a->has_delay_level, b->has_delay_level);
         assert_int_equal(a->delay_level, b->delay_level);
+        assert_int_equal(a->has_delay_ms, b->has_delay_ms);
+        assert_int_equal(a->delay_ms, b->delay_ms);
+        assert_int_equal(a->has_deliver_at, b->has_deliver_at);
+        assert_int_equal(a->deliver_at_ms, b->deliver_at_ms);
         assert_int_equal(a->keys == NULL, b->keys == NULL);
         if (a->keys) assert_string_equal(a->keys, b->keys);
     }
@@ -68,6 +72,11 @@ static void test_fast_path_takes_plain_requests(void **state) {
         "{\"messages\":[{\"body\":\"a\"},{\"body\":\"b\",\"queueId\":1}]}",
         "{\"body\":\"x\",\"delayLevel\":3}",
         "{\"messages\":[{\"body\":\"a\",\"delayLevel\":18},{\"body\":\"b\"}]}",
+        "{\"body\":\"x\",\"delayMs\":3}",
+        "{\"body\":\"x\",\"delayMs\":0}",
+        "{\"body\":\"x\",\"deliverAt\":1767225600000}",
+        "{\"messages\":[{\"body\":\"a\",\"deliverAt\":1},{\"body\":\"b\",\"delayMs\":9},"
+        "{\"body\":\"c\",\"delayLevel\":2}]}",
         "{\"messages\":[{\"body\":\"a\",\"keys\":[\"x\"]} , {\"body\":\"[{}]\"}]}",
     };
     for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
@@ -86,7 +95,11 @@ static void test_fast_path_gives_up_on_the_rest(void **state) {
         "{\"body\":\"x\",\"properties\":{\"a\":\"b\"}}",   /* properties */
         "{\"body\":\"x\",\"color\":\"red\"}",              /* unknown field */
         "{\"body\":\"x\",\"body\":\"y\"}",                 /* repeated */
-        "{\"body\":\"x\",\"delayMs\":3}",                  /* unsupported */
+        "{\"body\":\"x\",\"delayMs\":3,\"delayLevel\":1}",  /* two delays */
+        "{\"body\":\"x\",\"deliverAt\":3,\"delayMs\":1}",
+        "{\"body\":\"x\",\"delayMs\":-3}",
+        "{\"body\":\"x\",\"deliverAt\":1.5}",
+        "{\"body\":\"x\",\"deliverAt\":\"1\"}",
         "{\"body\":\"x\",\"delayLevel\":-1}",              /* not a plain number */
         "{\"body\":\"x\",\"delayLevel\":\"3\"}",
         "{\"body\":\"x\",\"queueId\":-1}",
