@@ -118,23 +118,6 @@ int broker_open(const Config *conf, Broker **out) {
         rc = delay_levels_parse(b->conf.message_delay_level, b->delay_levels, DELAY_LEVELS_MAX,
                                 &b->n_delay_levels);
     if (rc != MQ_OK) goto err_close_groups;
-    PopConfig pc = {
-        .store = b->store,
-        .meta = b->meta,
-        .topics = b->topics,
-        .groups = b->groups,
-        .longpoll = b->longpoll,
-        .delay_levels_ms = b->delay_levels,
-        .n_delay_levels = b->n_delay_levels,
-        .inflight_max = (uint32_t)b->conf.pop_inflight_threshold,
-        .revive_interval_ms = (uint32_t)b->conf.revive_interval_ms,
-        .snapshot_interval_ms = (uint32_t)b->conf.offset_flush_interval_ms,
-        .orderly_retry_delay_ms = b->conf.suspend_queue_ms,
-        .store_host = b->store_host,
-        .keeper = true,
-    };
-    rc = pop_open(&pc, &b->pop);
-    if (rc != MQ_OK) goto err_close_groups;
     /* A waiting timer is rewritten at least every hop: at most a day, and
      * half the retention time, so that it never ages out while it waits. */
     int64_t max_hop_ms = 24 * 3600000LL;
@@ -148,8 +131,26 @@ int broker_open(const Config *conf, Broker **out) {
                        .timer_max_hop_ms = max_hop_ms,
                        .thread = true};
     rc = sched_open(&sch, &b->sched);
+    if (rc != MQ_OK) goto err_close_groups;
+    PopConfig pc = {
+        .store = b->store,
+        .meta = b->meta,
+        .topics = b->topics,
+        .groups = b->groups,
+        .longpoll = b->longpoll,
+        .delay_levels_ms = b->delay_levels,
+        .n_delay_levels = b->n_delay_levels,
+        .inflight_max = (uint32_t)b->conf.pop_inflight_threshold,
+        .revive_interval_ms = (uint32_t)b->conf.revive_interval_ms,
+        .snapshot_interval_ms = (uint32_t)b->conf.offset_flush_interval_ms,
+        .orderly_retry_delay_ms = b->conf.suspend_queue_ms,
+        .store_host = b->store_host,
+        .sched = b->sched, /* nacked messages' retries go through it */
+        .keeper = true,
+    };
+    rc = pop_open(&pc, &b->pop);
     if (rc != MQ_OK) {
-        pop_close(b->pop);
+        sched_close(b->sched);
         goto err_close_groups;
     }
     TxnConfig tc = {
@@ -169,8 +170,8 @@ int broker_open(const Config *conf, Broker **out) {
     };
     rc = txn_open(&tc, &b->txn);
     if (rc != MQ_OK) {
-        sched_close(b->sched);
         pop_close(b->pop);
+        sched_close(b->sched);
         goto err_close_groups;
     }
     *out = b;
@@ -200,8 +201,8 @@ err_free:
 void broker_close(Broker *b) {
     if (!b) return;
     txn_close(b->txn);
+    pop_close(b->pop); /* its nacks write through the scheduler */
     sched_close(b->sched);
-    pop_close(b->pop);
     filter_cache_close(b->filters);
     mb_close(b->members);
     group_registry_close(b->groups);

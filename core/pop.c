@@ -45,6 +45,8 @@ enum { ENT_DONE = 0, ENT_INFLIGHT = 1, ENT_WAIT = 2 };
 enum { REC_VERSION = 1, REC_STATE = 1, REC_DROP = 2 };
 enum { RF_RETRY = 1, RF_CLEAR = 2 };
 #define ENT_BYTES 23
+#define NACK_GUARD_MS 10000    /* a nack sent through the scheduler keeps its entry in
+                                * flight at least this long while it writes the copy */
 
 typedef struct PopEntry {
     uint64_t queue_off;
@@ -748,6 +750,45 @@ int pop_ack(PopEngine *e, const MetaGroup *group, const char *topic, const char 
     return err;
 }
 
+/* How long a copy waits before it reaches its topic (the scheduler's
+ * delay level or timer lane); zero: at once. */
+typedef struct SendDelay {
+    uint32_t level;     /* 1..n: that delay level */
+    int64_t deliver_at; /* > 0: a timer, epoch ms */
+} SendDelay;
+
+static int send_back(PopEngine *e, const PopQueue *q, uint64_t phys_off, const char *dest,
+                     uint32_t dest_queues, uint32_t reconsume, SendDelay delay);
+static bool phys_of(PopEngine *e, PopQueue *q, uint64_t off, uint64_t *phys);
+
+/* Ends the in-flight entry of 'queue_off' with sequence 'seq' (its copy
+ * went to the retry or dead-letter topic): done, journaled; the group's
+ * offset follows; waiters of a full queue are woken. */
+static void end_delivery(PopEngine *e, PopQueue *q, uint64_t queue_off, uint32_t seq) {
+    pthread_mutex_lock(&q->mu);
+    ptrdiff_t at = q->dead ? -1 : ent_find(q, queue_off);
+    PopEntry *en = at >= 0 ? ent_at(q, (size_t)at) : NULL;
+    bool freed = false;
+    int rc = MQ_OK;
+    if (en && en->state == ENT_INFLIGHT && en->seq == seq) {
+        bool was_full = q->live >= e->cfg.inflight_max;
+        PopEntry to = *en;
+        to.state = ENT_DONE;
+        Change c = {.ack_off = q->ack_off, .next_off = q->next_off};
+        rc = change_add(&c, &to);
+        if (rc == MQ_OK) rc = commit_change(e, q, &c);
+        if (rc == MQ_OK && !q->retry)
+            meta_offset_set(e->cfg.meta, q->group, q->topic, q->queue_id, q->ack_off);
+        freed = rc == MQ_OK && was_full && q->live < e->cfg.inflight_max;
+        free(c.ents);
+    }
+    pthread_mutex_unlock(&q->mu);
+    /* Not journaled: the entry stays in flight and the keeper moves it
+     * when its guard ends (a second copy; at least once). */
+    if (rc != MQ_OK) MQ_WARN("cannot journal a nacked delivery: %s", mq_strerror(rc));
+    if (freed) kick(e, q);
+}
+
 int pop_nack(PopEngine *e, const MetaGroup *group, const char *topic, const char *handle,
              size_t len, int64_t delay_ms, PopResult *result) {
     if (!e || !group || !topic || !handle || !result) return MQ_ERR_INVAL;
@@ -761,17 +802,30 @@ int pop_nack(PopEngine *e, const MetaGroup *group, const char *topic, const char
     if (!q) return MQ_OK;
     int64_t now = now_ms(e);
     int rc = MQ_OK;
+    bool orderly = group->orderly && !q->retry;
+    SendDelay sd = {0, 0};
+    bool via_sched = false;
+    PopEntry to = {0};
     pthread_mutex_lock(&q->mu);
     ptrdiff_t at = q->dead ? -1 : ent_find(q, r.queue_off);
     PopEntry *en = at >= 0 ? ent_at(q, (size_t)at) : NULL;
     if (en && en->state == ENT_INFLIGHT && en->seq == r.seq && en->visible_ms > now) {
-        if (delay_ms < 0) {
-            delay_ms = group->orderly ? e->cfg.orderly_retry_delay_ms
-                                      : delay_retry_ms(e->levels, e->cfg.n_delay_levels,
-                                                       en->reconsume);
+        if (delay_ms < 0 && group->orderly) {
+            delay_ms = e->cfg.orderly_retry_delay_ms;
+        } else if (delay_ms < 0) {
+            delay_ms = delay_retry_ms(e->levels, e->cfg.n_delay_levels, en->reconsume);
+            sd.level = DELAY_RETRY_FIRST_LEVEL + en->reconsume;
+            if (sd.level > e->cfg.n_delay_levels) sd.level = (uint32_t)e->cfg.n_delay_levels;
+        } else if (delay_ms > 0) {
+            sd.deliver_at = now + delay_ms;
         }
-        PopEntry to = *en;
-        to.visible_ms = now + delay_ms;
+        /* A normal group's retry goes through the scheduler (the delay
+         * levels: RocketMQ's retry ladder) and the delivery ends at once;
+         * it stays in flight only while the copy is written (the guard,
+         * also what a crash in between falls back to). */
+        via_sched = e->cfg.sched && !orderly && delay_ms > 0;
+        to = *en;
+        to.visible_ms = now + (via_sched && delay_ms < NACK_GUARD_MS ? NACK_GUARD_MS : delay_ms);
         to.seq = en->seq + 1; /* the handle is spent */
         Change c = {.ack_off = q->ack_off, .next_off = q->next_off};
         rc = change_add(&c, &to);
@@ -783,7 +837,28 @@ int pop_nack(PopEngine *e, const MetaGroup *group, const char *topic, const char
         free(c.ents);
     }
     pthread_mutex_unlock(&q->mu);
-    return rc;
+    if (*result != POP_OK || !via_sched) return rc;
+
+    uint64_t phys = 0;
+    if (!phys_of(e, q, to.queue_off, &phys)) return MQ_OK; /* aged out: the keeper drops it */
+    bool dlq = to.reconsume >= group->retry_max_times;
+    char dest[MSG_SYSTEM_NAME_MAX + 1];
+    if (dlq) {
+        group_dlq_topic(q->group, dest, sizeof(dest));
+        sd = (SendDelay){0, 0}; /* past the last retry: dead at once */
+    } else {
+        group_retry_topic(q->group, dest, sizeof(dest));
+    }
+    int src = send_back(e, q, phys, dest, dlq ? 1 : group->retry_queue_nums,
+                        (uint32_t)to.reconsume + 1, sd);
+    if (src != MQ_OK) {
+        MQ_WARN("cannot move a nacked message of group '%s' to '%s': %s (the keeper will)",
+                q->group, dest, mq_strerror(src));
+        return MQ_OK;
+    }
+    atomic_fetch_add(dlq ? &e->st_dead : &e->st_retried, 1);
+    end_delivery(e, q, to.queue_off, to.seq);
+    return MQ_OK;
 }
 
 /* ======================================================================
@@ -854,7 +929,7 @@ uint64_t pop_inflight(PopEngine *e, const char *group, const char *topic, uint32
  * 'dest' (created when missing) with 'reconsume' as its reconsume count.
  * No queue mutex held (topic creation writes sqlite). */
 static int send_back(PopEngine *e, const PopQueue *q, uint64_t phys_off, const char *dest,
-                     uint32_t dest_queues, uint32_t reconsume) {
+                     uint32_t dest_queues, uint32_t reconsume, SendDelay delay) {
     MetaTopic t;
     if (topic_get(e->cfg.topics, dest, &t) != MQ_OK) {
         int rc = topic_put_system(e->cfg.topics, dest, dest_queues, META_PERM_READ | META_PERM_WRITE,
@@ -898,8 +973,25 @@ static int send_back(PopEngine *e, const PopQueue *q, uint64_t phys_off, const c
         m.reconsume_times = reconsume;
         m.body = rec.body;
         m.props = mq_slice((const char *)pbuf, plen);
+        ClMessage out = m;
+        uint8_t *wbuf = NULL;
+        if (e->cfg.sched && (delay.level || delay.deliver_at)) {
+            /* Through the scheduler: it puts the copy on 'dest' when due. */
+            size_t wcap = plen + (delay.level ? SCHED_WRAP_EXTRA : SCHED_TIMER_WRAP_EXTRA);
+            wbuf = malloc(wcap);
+            rc = !wbuf ? MQ_ERR_NOMEM
+                 : delay.level ? sched_wrap(&m, delay.level, wbuf, wcap, &out)
+                               : sched_timer_wrap(e->cfg.sched, &m, delay.deliver_at,
+                                                  now_ms(e), wbuf, wcap, &out);
+            if (rc == MQ_ERR_INVAL && !delay.level) rc = MQ_OK; /* already due: at once */
+            if (rc != MQ_OK || out.props.ptr != (const char *)wbuf) out = m;
+            if (rc == MQ_ERR_FULL) rc = MQ_OK; /* too many properties to wrap: at once */
+        }
         ClAppendResult res;
-        rc = store_put(e->cfg.store, &m, 1, &res);
+        if (rc == MQ_OK) rc = store_put(e->cfg.store, &out, 1, &res);
+        if (rc == MQ_OK && out.props.ptr != m.props.ptr)
+            sched_notify(e->cfg.sched, &out, res.store_ts);
+        free(wbuf);
     }
     free(pbuf);
     mf_unref(&ref);
@@ -948,7 +1040,7 @@ static size_t revive_queue(PopEngine *e, PopQueue *q, int64_t now) {
         else
             group_retry_topic(q->group, dest, sizeof(dest));
         int rc = send_back(e, q, phys[i], dest, dlq ? 1 : g.retry_queue_nums,
-                           (uint32_t)due[i].reconsume + 1);
+                           (uint32_t)due[i].reconsume + 1, (SendDelay){0, 0});
         if (rc != MQ_OK) {
             MQ_WARN("cannot move a message of group '%s' to '%s': %s", q->group, dest,
                     mq_strerror(rc));

@@ -53,6 +53,7 @@
 #include "meta.h"
 #include "mq.h"
 #include "receipt.h"
+#include "schedule.h"
 #include "store.h"
 #include "topic.h"
 
@@ -72,6 +73,8 @@ typedef struct PopConfig {
     uint32_t snapshot_interval_ms; /* keeper: pop_state save period; 0 = at close only */
     int64_t orderly_retry_delay_ms; /* nack of an orderly message without delayMs */
     const uint8_t *store_host; /* 8 bytes: born host of retry/DLQ messages */
+    Scheduler *sched;         /* delays a nacked message's retry (delay level or timer
+                               * lane); NULL: the retry waits in flight instead */
     bool keeper;              /* start the keeper thread (unit tests call pop_keep) */
     MqClockFn clock;          /* wall clock; NULL = mq_now_ms */
     void *clock_arg;
@@ -144,12 +147,16 @@ const char *pop_result_name(PopResult r);
 int pop_ack(PopEngine *e, const MetaGroup *group, const char *topic, const char *const *handles,
             const size_t *lens, size_t n, PopResult *results);
 
-/* pop_nack ends the delivery of 'handle' early: the message becomes due
- * again after 'delay_ms' (< 0: the retry ladder, delay level 3 +
- * reconsumeTimes, for a normal group; orderly_retry_delay_ms for an
- * orderly one), and then goes to the retry topic with reconsumeTimes + 1
- * (orderly: is delivered again in place), or to the DLQ past
- * retryMaxTimes.  '*result' as for ack.  MQ_OK or the append error. */
+/* pop_nack ends the delivery of 'handle' early.  Normal group: the
+ * message goes to the retry topic with reconsumeTimes + 1 after
+ * 'delay_ms' (< 0: the retry ladder, delay level 3 + reconsumeTimes), or
+ * to the DLQ past retryMaxTimes.  With a scheduler the retry copy is
+ * written at once through it (the ladder's delay level, or a timer lane
+ * for 'delay_ms') and the delivery ends; without one, the delivery stays
+ * in flight until the delay ends and the keeper moves it.  Orderly group:
+ * it is delivered again in place after 'delay_ms' (< 0:
+ * orderly_retry_delay_ms).  '*result' as for ack.  MQ_OK or the append
+ * error. */
 int pop_nack(PopEngine *e, const MetaGroup *group, const char *topic, const char *handle,
              size_t len, int64_t delay_ms, PopResult *result);
 

@@ -66,6 +66,7 @@ struct TxnEngine {
     int64_t last_purge_ms;
     Row *buckets[OVERLAY_BUCKETS]; /* rows changed since the last flush */
     size_t n_rows;
+    uint8_t *props_buf;        /* CL_PROPS_MAX bytes: a commit's properties */
     LogLine *logs;             /* op-log lines since the last flush */
     size_t n_logs, cap_logs;
     int64_t next_due_ms;       /* earliest check due seen by the last pass */
@@ -254,7 +255,7 @@ static int do_rollback(TxnEngine *e, MetaTxn *row, const char *by, const char *d
                        .body = mq_slice(row->id, strlen(row->id)),
                        .props = mq_slice(buf, plen)};
         ClAppendResult res;
-        rc = store_put(e->cfg.store, &m, 1, &res);
+        rc = store_put_lazy(e->cfg.store, &m, 1, &res, true); /* nobody reads it */
     }
     if (rc != MQ_OK) return rc;
     resolve(e, row, META_TXN_ROLLED_BACK, by, now);
@@ -292,9 +293,9 @@ static int do_commit(TxnEngine *e, MetaTxn *row, const char *by, int64_t now, co
         if (!name_is(props[i].name, MSG_PROP_REAL_TOPIC) &&
             !name_is(props[i].name, MSG_PROP_REAL_QID))
             props[k++] = props[i];
-    uint8_t *buf = rc == MQ_OK ? malloc(CL_PROPS_MAX) : NULL;
+    uint8_t *buf = e->props_buf;
     size_t plen = 0;
-    if (rc == MQ_OK) rc = buf ? msg_props_encode(props, k, buf, CL_PROPS_MAX, &plen) : MQ_ERR_NOMEM;
+    if (rc == MQ_OK) rc = msg_props_encode(props, k, buf, CL_PROPS_MAX, &plen);
     ClAppendResult res;
     if (rc == MQ_OK) {
         ClMessage m = {0};
@@ -308,7 +309,6 @@ static int do_commit(TxnEngine *e, MetaTxn *row, const char *by, int64_t now, co
         m.props = mq_slice((const char *)buf, plen);
         rc = store_put(e->cfg.store, &m, 1, &res);
     }
-    free(buf);
     mf_unref(&ref);
     if (rc == MQ_ERR_CORRUPT || (rc == MQ_ERR_FULL && plen == 0)) {
         MQ_WARN("transaction %s: damaged half message; rolled back", row->id);
@@ -796,7 +796,7 @@ static void *txn_main(void *arg) {
         pthread_mutex_lock(&e->mu);
         int64_t wait_ms = e->next_due_ms - now_ms(e);
         if (wait_ms > IDLE_WAIT_MS) wait_ms = IDLE_WAIT_MS;
-        if (e->n_rows && wait_ms > TXN_FLUSH_MS) wait_ms = TXN_FLUSH_MS;
+        if (wait_ms > TXN_FLUSH_MS) wait_ms = TXN_FLUSH_MS; /* unsignalled prepares */
         if (!e->head && !e->stopping && wait_ms > 0) {
             int64_t dl = mq_mono_ns() + wait_ms * 1000000;
             struct timespec ts = {(time_t)(dl / 1000000000), (long)(dl % 1000000000)};
@@ -812,15 +812,17 @@ static void *txn_main(void *arg) {
     return NULL;
 }
 
-/* Appends 'op' to the queue; caller holds e->mu. */
-static void enqueue(TxnEngine *e, TxnOp *op) {
+/* Appends 'op' to the queue; caller holds e->mu.  'wake': someone waits
+ * for it (a prepare's row only has to be there within TXN_FLUSH_MS, the
+ * thread's longest sleep, or before the next op: no wake-up for it). */
+static void enqueue(TxnEngine *e, TxnOp *op, bool wake) {
     op->next = NULL;
     if (e->tail)
         e->tail->next = op;
     else
         e->head = op;
     e->tail = op;
-    pthread_cond_signal(&e->cv);
+    if (wake) pthread_cond_signal(&e->cv);
 }
 
 int txn_prepare(TxnEngine *e, const ClMessage *half, TxnOp *op, ClAppendResult *res) {
@@ -831,13 +833,15 @@ int txn_prepare(TxnEngine *e, const ClMessage *half, TxnOp *op, ClAppendResult *
         return MQ_ERR_STATE;
     }
     /* The append and the queueing under one lock: see txn.h. */
-    int rc = store_put(e->cfg.store, half, 1, res);
+    /* Lazy: nobody reads the half topic's queue; the dispatcher gets to it
+     * with the next append that wakes it. */
+    int rc = store_put_lazy(e->cfg.store, half, 1, res, true);
     if (rc == MQ_OK) {
         op->prep.half_off = res->phys_off;
         char mid[MSG_ID_LEN + 1];
         msg_id_encode(e->cfg.store_host, res->phys_off, mid);
         snprintf(op->prep.msg_id, sizeof(op->prep.msg_id), "%s", mid);
-        enqueue(e, op);
+        enqueue(e, op, false);
     }
     pthread_mutex_unlock(&e->mu);
     return rc;
@@ -850,7 +854,7 @@ int txn_submit(TxnEngine *e, TxnOp *op) {
         pthread_mutex_unlock(&e->mu);
         return MQ_ERR_STATE;
     }
-    enqueue(e, op);
+    enqueue(e, op, true);
     pthread_mutex_unlock(&e->mu);
     return MQ_OK;
 }
@@ -865,6 +869,7 @@ static void txn_free(TxnEngine *e) {
     txc_close(e->checker);
     overlay_clear(e);
     free(e->logs);
+    free(e->props_buf);
     for (size_t i = 0; i < e->n_checks; i++) {
         free(e->checks[i].url);
         free(e->checks[i].body);
@@ -886,11 +891,12 @@ int txn_open(const TxnConfig *cfg, TxnEngine **out) {
     if (!e) return MQ_ERR_NOMEM;
     e->cfg = *cfg;
     e->allowed_hosts = strdup(cfg->check_allowed_hosts ? cfg->check_allowed_hosts : "");
+    e->props_buf = malloc(CL_PROPS_MAX);
     e->cfg.check_allowed_hosts = e->allowed_hosts;
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->run_mu, NULL);
     mq_cond_init_mono(&e->cv);
-    if (!e->allowed_hosts) {
+    if (!e->allowed_hosts || !e->props_buf) {
         txn_free(e);
         return MQ_ERR_NOMEM;
     }

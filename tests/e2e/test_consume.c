@@ -637,8 +637,33 @@ static void test_pop_nack_without_delay_follows_the_retry_ladder(void **state) {
     assert_int_equal(e2e_num(m, "reconsumeTimes"), 2);
     assert_true(back >= 400);
     assert_true(back < 2000);
+    /* The ladder goes through the delay levels (issue 5): right after a
+     * nack the message waits in SCHEDULE_TOPIC_XXXX (level 5 now), no
+     * longer in flight; with delayMs it waits in a timer lane. */
+    expect_nack(c, "gL", "Lad", e2e_str(m, "receiptHandle"), -1, "OK");
+    json_decref(r);
+    assert_int_equal(e2e_metric_until(c, "petrel_delayed_messages", 1), 1);
+    assert_int_equal(e2e_metric(c, "petrel_inflight_messages"), 0);
+    r = receive(c, "gL", "{\"topic\":\"Lad\",\"waitMs\":3000,\"invisibleMs\":60000}");
+    assert_int_equal(json_array_size(msgs_of(r)), 1);
+    m = json_array_get(msgs_of(r), 0);
+    assert_int_equal(e2e_num(m, "reconsumeTimes"), 3);
+    t_nack = e2e_now_ms();
+    expect_nack(c, "gL", "Lad", e2e_str(m, "receiptHandle"), 700, "OK");
+    json_decref(r);
+    assert_int_equal(e2e_metric_until(c, "petrel_timer_messages", 1), 1);
+    assert_int_equal(e2e_metric(c, "petrel_inflight_messages"), 0);
+    r = receive(c, "gL", "{\"topic\":\"Lad\",\"waitMs\":3000}");
+    back = e2e_now_ms() - t_nack;
+    print_message("nack with delayMs 700: back after %lld ms\n", back);
+    assert_int_equal(json_array_size(msgs_of(r)), 1);
+    m = json_array_get(msgs_of(r), 0);
+    assert_int_equal(e2e_num(m, "reconsumeTimes"), 4);
+    assert_true(back >= 700);
     expect_ack(c, "gL", "Lad", e2e_str(m, "receiptHandle"), "OK");
     json_decref(r);
+    assert_int_equal(e2e_metric(c, "petrel_delayed_messages"), 0);
+    assert_int_equal(e2e_metric(c, "petrel_timer_messages"), 0);
 }
 
 /* ============================================================================

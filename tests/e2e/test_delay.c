@@ -837,27 +837,6 @@ static void test_delay_message_of_a_deleted_topic_is_dropped(void **state) {
 #define TIMER_MAX_FLAG "--timerMaxDelaySec=60"
 static const char *const timer_flags[] = {LEVELS, TIMER_MAX_FLAG, NULL};
 
-/* The value of the gauge 'name' on /metrics (-1 when missing). */
-static long long metric(E2eCase *c, const char *name) {
-    E2eResponse mr;
-    assert_int_equal(e2e_get(&c->srv, "/metrics", &mr), 0);
-    assert_int_equal(mr.status, 200);
-    char key[128];
-    snprintf(key, sizeof(key), "\n%s ", name);
-    const char *p = strstr(mr.body, key);
-    long long v = p ? strtoll(p + strlen(key), NULL, 10) : -1;
-    e2e_response_free(&mr);
-    return v;
-}
-
-/* Waits up to ~1 s (the store dispatches queue entries in the background)
- * for the gauge 'name' to read 'want'; returns what it read last. */
-static long long metric_until(E2eCase *c, const char *name, long long want) {
-    long long v = -1;
-    for (int i = 0; i < 100 && (v = metric(c, name)) != want; i++) e2e_sleep_ms(10);
-    return v;
-}
-
 /* One timer as sent: what its delivery is checked against. */
 typedef struct Timer {
     char body[40];
@@ -943,8 +922,8 @@ static void test_timer_deliver_at_hidden_until_its_time_then_intact_on_its_queue
     assert_int_equal(e2e_num(w, "queueOffset"), answer_off);
     assert_string_equal(e2e_str(w, "body"), "at a time");
     json_decref(w);
-    assert_int_equal(metric_until(c, "petrel_timer_messages", 1), 1);
-    assert_int_equal(metric(c, "petrel_delayed_messages"), 0);
+    assert_int_equal(e2e_metric_until(c, "petrel_timer_messages", 1), 1);
+    assert_int_equal(e2e_metric(c, "petrel_delayed_messages"), 0);
 
     /* 1 s in: not on the topic, not found by its key */
     long long wait = at - 500 - e2e_wall_ms();
@@ -976,7 +955,7 @@ static void test_timer_deliver_at_hidden_until_its_time_then_intact_on_its_queue
     e2e_sleep_ms(300);
     watch_poll(c, &wt);
     assert_int_equal(wt.n, 1);
-    assert_int_equal(metric_until(c, "petrel_timer_messages", 0), 0);
+    assert_int_equal(e2e_metric_until(c, "petrel_timer_messages", 0), 0);
     watch_free(&wt);
 }
 
@@ -1213,7 +1192,7 @@ static void test_timer_kill9_pending_and_just_delivered_each_exactly_once(void *
     assert_true(worst_after < LATE_MAX_MS);
     assert_int_equal(w.n, TK_ALL);
     assert_int_equal(topic_total(c, "T6"), TK_ALL);
-    assert_int_equal(metric_until(c, "petrel_timer_messages", 0), 0);
+    assert_int_equal(e2e_metric_until(c, "petrel_timer_messages", 0), 0);
     print_log_lines(c, "re-puts found");
     watch_free(&w);
     stop_and_check(c);

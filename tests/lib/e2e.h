@@ -264,6 +264,27 @@ static inline void e2e_wait_queue(E2eCase *c, const char *topic, int q, long lon
     }
     fail_msg("queue %s/%d never reached %lld messages", topic, q, n);
 }
+/* e2e_metric is the value of the unlabelled sample 'name' on /metrics
+ * (-1 when missing). */
+static inline long long e2e_metric(E2eCase *c, const char *name) {
+    E2eResponse mr;
+    assert_int_equal(e2e_get(&c->srv, "/metrics", &mr), 0);
+    assert_int_equal(mr.status, 200);
+    char key[128];
+    snprintf(key, sizeof(key), "\n%s ", name);
+    const char *p = strstr(mr.body, key);
+    long long v = p ? strtoll(p + strlen(key), NULL, 10) : -1;
+    e2e_response_free(&mr);
+    return v;
+}
+
+/* e2e_metric_until waits up to ~1 s (the store dispatches queue entries
+ * in the background) for 'name' to read 'want'; returns what it read last. */
+static inline long long e2e_metric_until(E2eCase *c, const char *name, long long want) {
+    long long v = -1;
+    for (int i = 0; i < 100 && (v = e2e_metric(c, name)) != want; i++) e2e_sleep_ms(10);
+    return v;
+}
 #endif /* E2E_NO_CMOCKA */
 
 #endif
