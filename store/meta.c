@@ -24,6 +24,7 @@
 #include "mq.h"
 
 #define META_CKPT_MS 1000  /* the checkpointer's period (ckpt_main) */
+#define META_WAL_MAX_FRAMES 4096 /* a WAL longer than this (16 MiB) is truncated */
 #define OFF_BUCKETS_MIN 64 /* initial bucket count of the offset table, a power of 2 */
 
 /* ---- statements ----------------------------------------------------------
@@ -650,22 +651,27 @@ static void meta_free(Meta *m) {
 
 /* flusher_main: every 'flush_ms' (monotonic) flush the dirty offsets, until
  * meta_close sets 'stopping'.  Flush errors are logged by the flush. */
+/* wait_or_stop sleeps 'ms' (monotonic) unless meta_close asks to stop;
+ * true when it does.  Caller holds stop_mu. */
+static bool wait_or_stop(Meta *m, int64_t ms) {
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += (time_t)(ms / 1000);
+    dl.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    int rc = 0;
+    while (!m->stopping && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&m->stop_cv, &m->stop_mu, &dl);
+    return m->stopping;
+}
+
 static void *flusher_main(void *arg) {
     Meta *m = arg;
     pthread_mutex_lock(&m->stop_mu);
-    while (!m->stopping) {
-        struct timespec dl;
-        clock_gettime(CLOCK_MONOTONIC, &dl);
-        dl.tv_sec += m->flush_ms / 1000;
-        dl.tv_nsec += (long)(m->flush_ms % 1000) * 1000000L;
-        if (dl.tv_nsec >= 1000000000L) {
-            dl.tv_sec++;
-            dl.tv_nsec -= 1000000000L;
-        }
-        int rc = 0;
-        while (!m->stopping && rc != ETIMEDOUT)
-            rc = pthread_cond_timedwait(&m->stop_cv, &m->stop_mu, &dl);
-        if (m->stopping) break;
+    while (!wait_or_stop(m, m->flush_ms)) {
         pthread_mutex_unlock(&m->stop_mu);
         (void)meta_offsets_flush(m);
         pthread_mutex_lock(&m->stop_mu);
@@ -685,23 +691,19 @@ static void *ckpt_main(void *arg) {
     Meta *m = arg;
     pthread_setname_np(pthread_self(), "petrel-ckpt");
     pthread_mutex_lock(&m->stop_mu);
-    while (!m->stopping) {
-        struct timespec dl;
-        clock_gettime(CLOCK_MONOTONIC, &dl);
-        dl.tv_sec += META_CKPT_MS / 1000;
-        dl.tv_nsec += (long)(META_CKPT_MS % 1000) * 1000000L;
-        if (dl.tv_nsec >= 1000000000L) {
-            dl.tv_sec++;
-            dl.tv_nsec -= 1000000000L;
-        }
-        int rc = 0;
-        while (!m->stopping && rc != ETIMEDOUT)
-            rc = pthread_cond_timedwait(&m->stop_cv, &m->stop_mu, &dl);
-        if (m->stopping) break;
+    while (!wait_or_stop(m, META_CKPT_MS)) {
         pthread_mutex_unlock(&m->stop_mu);
         int frames = 0, done = 0;
-        rc = sqlite3_wal_checkpoint_v2(m->ckpt_db, "main", SQLITE_CHECKPOINT_PASSIVE, &frames,
-                                       &done);
+        int rc = sqlite3_wal_checkpoint_v2(m->ckpt_db, "main", SQLITE_CHECKPOINT_PASSIVE,
+                                           &frames, &done);
+        /* A writer that never pauses long enough keeps the WAL from
+         * starting over (a PASSIVE checkpoint lets it go on appending):
+         * past META_WAL_MAX_FRAMES, one TRUNCATE checkpoint waits for the
+         * writer's current transaction, holds the next one for the few
+         * frames left, and empties the file. */
+        if (rc == SQLITE_OK && frames > META_WAL_MAX_FRAMES)
+            rc = sqlite3_wal_checkpoint_v2(m->ckpt_db, "main", SQLITE_CHECKPOINT_TRUNCATE,
+                                           &frames, &done);
         if (rc != SQLITE_OK && rc != SQLITE_BUSY)
             MQ_WARN("cannot checkpoint '%s': %s", m->path, sqlite3_errmsg(m->ckpt_db));
         pthread_mutex_lock(&m->stop_mu);

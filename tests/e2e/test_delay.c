@@ -48,18 +48,10 @@ static int setup(void **state) {
 
 /* ---- helpers ---------------------------------------------------------------*/
 
-/* Stops the server with SIGTERM and expects exit status 0; prints its log
- * otherwise. */
-static void stop_ok(E2eCase *c) {
-    int st = e2e_stop(&c->srv);
-    if (st != 0) e2e_case_print_log(c);
-    assert_int_equal(st, 0);
-}
-
 /* Stops the server cleanly and runs `petrel check` on its data: exit 0
  * (the output is printed otherwise). */
 static void stop_and_check(E2eCase *c) {
-    stop_ok(c);
+    e2e_stop_ok(c);
     const char *args[] = {"check", c->srv.data, NULL};
     char *out = NULL;
     int st = e2e_run(args, &out);
@@ -595,7 +587,7 @@ static void test_delay_bad_fields_are_400_and_store_nothing(void **state) {
     json_decref(produce_at(c, "V", "three", 3, -1));
 
     /* default levels: 18 of them */
-    stop_ok(c);
+    e2e_stop_ok(c);
     e2e_case_start(c, NULL);
     expect_400(c, "/v1/topics/V/messages", E2E_JSON, "{\"body\":\"x\",\"delayLevel\":19}",
                "INVALID_FIELD", "18", &no_range);
@@ -631,7 +623,7 @@ static void test_delay_pending_survive_sigterm_restart_delivered_once_on_time(vo
     /* down until the level-2 messages are due (and 100 ms more): those are
      * delivered once the broker is back, the level-3 ones when due */
     long long t_stop = e2e_wall_ms();
-    stop_ok(c);
+    e2e_stop_ok(c);
     long long down_until = s[PENDING - 1].sched_store + level_ms[2] + 100;
     if (down_until > e2e_wall_ms()) e2e_sleep_ms((int)(down_until - e2e_wall_ms()));
     e2e_case_start(c, levels_flags);
@@ -655,7 +647,7 @@ static void test_delay_pending_survive_sigterm_restart_delivered_once_on_time(vo
         assert_true(stored < (due > t_up ? due : t_up) + LATE_MAX_MS);
     }
     /* another clean restart: the scheduler's progress was kept, nothing again */
-    stop_ok(c);
+    e2e_stop_ok(c);
     e2e_case_start(c, levels_flags);
     e2e_sleep_ms(400);
     watch_poll(c, &w);
@@ -1168,7 +1160,7 @@ static void test_timer_kill9_pending_and_just_delivered_each_exactly_once(void *
     e2e_kill9(&c->srv);
     e2e_case_start(c, timer_flags);
     e2e_sleep_ms(400);
-    stop_ok(c);
+    e2e_stop_ok(c);
     e2e_case_start(c, timer_flags);
     e2e_sleep_ms(300);
     watch_poll(c, &w);

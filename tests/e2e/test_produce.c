@@ -22,14 +22,6 @@ static int setup(void **state) {
     return e2e_case_setup(state, "e2e-produce");
 }
 
-/* Stops the server with SIGTERM and expects exit status 0; prints its log
- * otherwise. */
-static void stop_ok(E2eCase *f) {
-    int st = e2e_stop(&f->srv);
-    if (st != 0) e2e_case_print_log(f);
-    assert_int_equal(st, 0);
-}
-
 /* Checks a SEND_OK answer and returns it. */
 static json_t *produce(E2eCase *f, const char *topic, const char *body) {
     char path[256];
@@ -487,7 +479,7 @@ static void test_produce_bad_requests_get_their_errors(void **state) {
     strcpy(batch, "{\"messages\":[");
     for (int i = 0; i < 1001; i++) strcat(batch, i ? ",{\"body\":\"x\"}" : "{\"body\":\"x\"}");
     strcat(batch, "]}");
-    stop_ok(f);
+    e2e_stop_ok(f);
     e2e_case_start(f, NULL); /* default maxMessageSize so the request itself fits */
     e2e_expect_error(f, "POST", "/v1/topics/V/messages", E2E_JSON, batch, 400, "INVALID_FIELD");
     free(batch);
@@ -538,7 +530,7 @@ static void test_restart_keeps_topics_and_offsets_continue(void **state) {
     json_decref(e2e_call(f, "PUT", "/v1/topics/Rs", E2E_JSON, "{\"queues\":2}", 201));
     json_t *first = produce(f, "Rs", "{\"body\":\"before\",\"queueId\":1}");
     json_decref(produce(f, "Rs", "{\"body\":\"before2\",\"queueId\":1}"));
-    stop_ok(f);
+    e2e_stop_ok(f);
     e2e_case_start(f, NULL);
     json_t *t = e2e_call(f, "GET", "/v1/topics/Rs", NULL, NULL, 200);
     assert_int_equal(e2e_num(t, "queues"), 2);
@@ -583,7 +575,7 @@ static void test_sync_flush_produce_answers_send_ok(void **state) {
     json_t *cl = json_object_get(h, "commitLog");
     assert_int_equal(e2e_num(cl, "flushedOffset"), e2e_num(cl, "writeOffset"));
     json_decref(h);
-    stop_ok(f);
+    e2e_stop_ok(f);
 }
 
 #define SYNC_THREADS 8
@@ -663,7 +655,7 @@ static void test_sync_flush_concurrent_producers_all_acked_and_pulled(void **sta
     }
     assert_int_equal(total, SYNC_THREADS * SYNC_PER_THREAD);
     for (int t = 0; t < SYNC_THREADS; t++) assert_int_equal(next[t], SYNC_PER_THREAD);
-    stop_ok(f);
+    e2e_stop_ok(f);
 }
 
 int main(void) {

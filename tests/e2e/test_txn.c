@@ -157,13 +157,6 @@ static int checks_for(CheckServer *s, const char *id) {
 
 /* ---- broker helpers ---------------------------------------------------------*/
 
-/* Stops the server with SIGTERM and expects exit status 0. */
-static void stop_ok(E2eCase *c) {
-    int st = e2e_stop(&c->srv);
-    if (st != 0) e2e_case_print_log(c);
-    assert_int_equal(st, 0);
-}
-
 /* Sends a transactional message with the JSON members 'extra' (without
  * braces, may be "") and body 'body' to 'topic'; copies its transaction
  * id into 'id' (33 bytes). */
@@ -306,7 +299,7 @@ static void test_txn_commit_makes_the_half_message_visible_once(void **state) {
     }
     assert_int_equal(json_array_size(json_object_get(q, "messages")), 1);
     json_decref(q);
-    stop_ok(c);
+    e2e_stop_ok(c);
 }
 
 /* ============================================================================
@@ -332,7 +325,7 @@ static void test_txn_rollback_discards_and_commit_after_it_conflicts(void **stat
     assert_int_equal(json_array_size(json_object_get(r, "messages")), 0);
     json_decref(r);
     assert_int_equal(count_body(c, "TX", "never"), 0);
-    stop_ok(c);
+    e2e_stop_ok(c);
 }
 
 /* ============================================================================
@@ -390,13 +383,13 @@ static void test_txn_bad_requests_are_4xx(void **state) {
     t = get_txn(c, id);
     assert_string_equal(e2e_str(t, "state"), "PREPARED");
     json_decref(t);
-    stop_ok(c);
+    e2e_stop_ok(c);
     /* autoCreateTopicEnable off: an unknown topic is 404 */
     const char *const off[] = {"--autoCreateTopicEnable=false", NULL};
     e2e_case_start(c, off);
     e2e_expect_error(c, "POST", "/v1/topics/Nope/transactions", E2E_JSON, "{\"body\":\"x\"}",
                      404, "TOPIC_NOT_FOUND");
-    stop_ok(c);
+    e2e_stop_ok(c);
 }
 
 /* ============================================================================
@@ -463,7 +456,7 @@ static void test_txn_check_back_commit_rollback_unknown_and_errors(void **state)
     }
     pthread_mutex_unlock(&cs.mu);
     assert_int_equal(seen, 3);
-    stop_ok(c);
+    e2e_stop_ok(c);
     check_server_stop(&cs);
 }
 
@@ -485,7 +478,7 @@ static void test_txn_pending_survive_restart_and_checks_resume(void **state) {
     prepare(c, "TX", "by-check", url, b);
     prepare(c, "TX", "rolled", "", d);
     json_decref(end_txn(c, d, "rollback", 200));
-    stop_ok(c); /* before any check was due */
+    e2e_stop_ok(c); /* before any check was due */
     assert_int_equal(checks_for(&cs, b), 0);
     e2e_case_start(c, slow_first);
     json_t *t = get_txn(c, a);
@@ -504,7 +497,7 @@ static void test_txn_pending_survive_restart_and_checks_resume(void **state) {
     assert_int_equal(settled_count(c, "TX", "by-endpoint", 1), 1);
     assert_int_equal(settled_count(c, "TX", "by-check", 1), 1);
     assert_int_equal(count_body(c, "TX", "rolled"), 0);
-    stop_ok(c);
+    e2e_stop_ok(c);
     check_server_stop(&cs);
 }
 
@@ -589,7 +582,7 @@ static void test_txn_kill9_during_commits_each_exactly_once(void **state) {
         json_decref(qs);
     }
     assert_int_equal(total, KILL_TXNS);
-    stop_ok(c);
+    e2e_stop_ok(c);
     const char *args[] = {"check", c->srv.data, NULL};
     char *out = NULL;
     int st = e2e_run(args, &out);

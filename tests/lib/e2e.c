@@ -413,6 +413,9 @@ int e2e_http(const E2eServer *s, const E2eRequest *req, E2eResponse *out) {
     curl_easy_cleanup(c);
     if (rc != CURLE_OK && out->status == 0) {
         fprintf(stderr, "e2e: %s %s: %s\n", method, url, curl_easy_strerror(rc));
+        int code = out->curl_code;
+        e2e_response_free(out); /* no answer: nothing for the caller to free */
+        out->curl_code = code;
         return -1;
     }
     return 0;

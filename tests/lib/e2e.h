@@ -78,7 +78,8 @@ typedef struct E2eResponse {
 } E2eResponse;
 
 /* e2e_http performs 'req' against 's' and fills 'out' (free it with
- * e2e_response_free).  Returns 0 when a response arrived, else -1.
+ * e2e_response_free).  Returns 0 when a response arrived, else -1 ('out'
+ * then holds only curl_code: nothing to free).
  * When $PETREL_E2E_RECORD names a file, every exchange that got a response
  * is appended to it as one JSON line {"method","path","status",
  * "contentType","body"} (plus the request's Content-Type and the start of
@@ -264,6 +265,14 @@ static inline void e2e_wait_queue(E2eCase *c, const char *topic, int q, long lon
     }
     fail_msg("queue %s/%d never reached %lld messages", topic, q, n);
 }
+/* e2e_stop_ok stops the case's server with SIGTERM and asserts exit status
+ * 0 (printing its log otherwise). */
+static inline void e2e_stop_ok(E2eCase *c) {
+    int st = e2e_stop(&c->srv);
+    if (st != 0) e2e_case_print_log(c);
+    assert_int_equal(st, 0);
+}
+
 /* e2e_metric is the value of the unlabelled sample 'name' on /metrics
  * (-1 when missing). */
 static inline long long e2e_metric(E2eCase *c, const char *name) {

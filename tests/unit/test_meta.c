@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <sqlite3.h>
@@ -296,6 +298,49 @@ static void test_meta_version_2_database_gets_transaction_tables(void **state) {
     assert_int_equal(meta_txn_end(m, true), MQ_OK);
     meta_close(m);
     assert_int_equal(probe_int(f->path, "SELECT count(*) FROM txn_op"), 0);
+}
+
+/* Size of the file 'path'-wal, bytes (0 when absent). */
+static long long wal_size(const char *path) {
+    char wal[4096];
+    snprintf(wal, sizeof(wal), "%s-wal", path);
+    struct stat st;
+    return stat(wal, &st) == 0 ? (long long)st.st_size : 0;
+}
+
+/* The checkpointer (its own thread and connection; the writer has
+ * automatic checkpoints off) copies the WAL back and, once it passed 4096
+ * frames, truncates it: written as fast as the writer can, 18 MiB of WAL
+ * are gone within a checkpoint period or two. */
+static void test_meta_checkpointer_truncates_a_long_wal(void **state) {
+    Fixture *f = *state;
+    Meta *m = open_ok(f->path, 0);
+    MetaTxn t = {.state = META_TXN_PREPARED, .real_off = -1, .real_qoff = -1};
+    strcpy(t.topic, "Orders");
+    memset(t.check_url, 'u', 2000); /* rows of ~2 KB: a page each */
+    long long peak = 0;
+    int n = 0;
+    while (peak < 18LL << 20 && n < 40000) {
+        assert_int_equal(meta_txn_begin(m), MQ_OK);
+        for (int i = 0; i < 50; i++, n++) {
+            snprintf(t.id, sizeof(t.id), "T%08d", n);
+            assert_int_equal(meta_txn_put(m, &t), MQ_OK);
+        }
+        assert_int_equal(meta_txn_end(m, true), MQ_OK);
+        long long w = wal_size(f->path);
+        if (w > peak) peak = w;
+    }
+    /* then at most a checkpoint period or two later: truncated */
+    long long w = wal_size(f->path);
+    for (int i = 0; i < 300 && w > (1LL << 20); i++) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+        w = wal_size(f->path);
+    }
+    print_message("WAL peak %.1f MiB after %d rows, then %.1f MiB\n", peak / 1048576.0, n,
+                  w / 1048576.0);
+    assert_true(w <= (1LL << 20));
+    meta_close(m);
 }
 
 static void test_meta_foreign_or_garbage_file_is_corrupt(void **state) {
@@ -837,6 +882,7 @@ int main(void) {
         CASE(test_meta_open_creates_versioned_wal_database),
         CASE(test_meta_newer_or_unknown_schema_version_is_corrupt),
         CASE(test_meta_version_2_database_gets_transaction_tables),
+        CASE(test_meta_checkpointer_truncates_a_long_wal),
         CASE(test_meta_foreign_or_garbage_file_is_corrupt),
         CASE(test_meta_version_1_database_gets_pop_state_and_keeps_rows),
         CASE(test_meta_topic_put_get_and_replace_keeps_created_ms),
