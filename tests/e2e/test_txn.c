@@ -9,7 +9,8 @@
  * SIGTERM restart with pending transactions (the check-back resumes); and
  * kill -9 in the middle of a stream of commits: every transaction is
  * afterwards either committed with its message on the topic exactly once
- * or still pending with nothing on the topic, and `petrel check` is clean.
+ * or still pending with nothing on the topic, and `petrel check` is clean;
+ * under SYNC_FLUSH, kill -9 right after the answers loses none of them.
  * Each case starts its own server in its own temporary directory.
  */
 #define _GNU_SOURCE
@@ -591,6 +592,40 @@ static void test_txn_kill9_during_commits_each_exactly_once(void **state) {
     free(out);
 }
 
+/* ============================================================================
+ * 7. SYNC_FLUSH: what was answered survives kill -9 at once
+ * ==========================================================================*/
+static void test_txn_sync_flush_answers_survive_kill9(void **state) {
+    E2eCase *c = *state;
+    const char *const flags[] = {"--flushDiskType=SYNC_FLUSH", NULL};
+    e2e_case_start(c, flags);
+    e2e_create_topic(c, "TX", 2);
+    char a[65], b[65], d[65];
+    prepare(c, "TX", "sync-commit", "", a);
+    prepare(c, "TX", "sync-pending", "", b);
+    prepare(c, "TX", "sync-rollback", "", d);
+    json_t *r = end_txn(c, a, "commit", 200);
+    assert_string_equal(e2e_str(r, "status"), "OK");
+    json_decref(r);
+    json_decref(end_txn(c, d, "rollback", 200));
+    e2e_kill9(&c->srv); /* right after the answers: rows may be only in memory */
+    e2e_case_start(c, flags);
+    json_t *t = get_txn(c, a);
+    assert_string_equal(e2e_str(t, "state"), "COMMITTED");
+    json_decref(t);
+    t = get_txn(c, b);
+    assert_string_equal(e2e_str(t, "state"), "PREPARED");
+    json_decref(t);
+    t = get_txn(c, d);
+    assert_string_equal(e2e_str(t, "state"), "ROLLED_BACK");
+    json_decref(t);
+    assert_int_equal(settled_count(c, "TX", "sync-commit", 1), 1);
+    json_decref(end_txn(c, b, "commit", 200));
+    assert_int_equal(settled_count(c, "TX", "sync-pending", 1), 1);
+    assert_int_equal(count_body(c, "TX", "sync-rollback"), 0);
+    e2e_stop_ok(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_txn_commit_makes_the_half_message_visible_once,
@@ -603,6 +638,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_txn_pending_survive_restart_and_checks_resume,
                                         setup, e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_txn_kill9_during_commits_each_exactly_once, setup,
+                                        e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_txn_sync_flush_answers_survive_kill9, setup,
                                         e2e_case_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
