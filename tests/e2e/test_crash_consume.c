@@ -497,12 +497,7 @@ static void test_pop_kill9_under_receive_load_never_redelivers_an_acked_message(
     if (st != 0) e2e_case_print_log(c);
     assert_int_equal(st, 0);
     assert_log_clean(c->srv.log);
-    const char *args[] = {"check", c->srv.data, NULL};
-    char *out = NULL;
-    st = e2e_run(args, &out);
-    if (st != 0) fprintf(stderr, "petrel check %s: exit %d\n%s", c->srv.data, st, out);
-    assert_int_equal(st, 0);
-    free(out);
+    e2e_check_data(c);
     pthread_mutex_destroy(&sh.mu);
     print_message("done in %lld ms\n", e2e_now_ms() - t_start);
 }

@@ -52,12 +52,7 @@ static int setup(void **state) {
  * (the output is printed otherwise). */
 static void stop_and_check(E2eCase *c) {
     e2e_stop_ok(c);
-    const char *args[] = {"check", c->srv.data, NULL};
-    char *out = NULL;
-    int st = e2e_run(args, &out);
-    if (st != 0) fprintf(stderr, "petrel check %s: exit %d\n%s", c->srv.data, st, out);
-    assert_int_equal(st, 0);
-    free(out);
+    e2e_check_data(c);
 }
 
 /* Produces the JSON text 'body' to 'topic'; checks SEND_OK and a msgId and

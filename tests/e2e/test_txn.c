@@ -584,12 +584,7 @@ static void test_txn_kill9_during_commits_each_exactly_once(void **state) {
     }
     assert_int_equal(total, KILL_TXNS);
     e2e_stop_ok(c);
-    const char *args[] = {"check", c->srv.data, NULL};
-    char *out = NULL;
-    int st = e2e_run(args, &out);
-    if (st != 0) fprintf(stderr, "petrel check %s: exit %d\n%s", c->srv.data, st, out);
-    assert_int_equal(st, 0);
-    free(out);
+    e2e_check_data(c);
 }
 
 /* ============================================================================

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 
@@ -271,6 +272,17 @@ static inline void e2e_stop_ok(E2eCase *c) {
     int st = e2e_stop(&c->srv);
     if (st != 0) e2e_case_print_log(c);
     assert_int_equal(st, 0);
+}
+
+/* e2e_check_data runs `petrel check` on the case's data directory (the
+ * server stopped) and asserts exit 0, printing its output otherwise. */
+static inline void e2e_check_data(E2eCase *c) {
+    const char *args[] = {"check", c->srv.data, NULL};
+    char *out = NULL;
+    int st = e2e_run(args, &out);
+    if (st != 0) fprintf(stderr, "petrel check %s: exit %d\n%s", c->srv.data, st, out);
+    assert_int_equal(st, 0);
+    free(out);
 }
 
 /* e2e_metric is the value of the unlabelled sample 'name' on /metrics
