@@ -391,6 +391,30 @@ static void do_verdict(TxnEngine *e, TxnOp *op, int64_t now) {
                 mq_strerror(rc));
 }
 
+static void flush(TxnEngine *e, int64_t now);
+
+static int list_one(void *arg, const MetaTxn *t) {
+    TxnOp *op = arg;
+    op->list_rows[op->list_n++] = *t;
+    return MQ_OK;
+}
+
+/* The PREPARED rows, the next check due first: the overlay is flushed
+ * first, so meta.db has them all. */
+static void do_list(TxnEngine *e, TxnOp *op, int64_t now) {
+    size_t limit = op->list_limit < 1 ? 1 : op->list_limit > TXN_LIST_MAX ? TXN_LIST_MAX
+                                                                            : op->list_limit;
+    op->list_n = 0;
+    op->list_rows = malloc(limit * sizeof(MetaTxn));
+    if (!op->list_rows) {
+        op->rc = MQ_ERR_NOMEM;
+        return;
+    }
+    flush(e, now);
+    op->rc = meta_txn_pending_list(e->cfg.meta, limit, list_one, op);
+    op->list_pending = atomic_load(&e->pending);
+}
+
 static void apply(TxnEngine *e, TxnOp *op, int64_t now) {
     op->rc = MQ_OK;
     op->why = NULL;
@@ -399,6 +423,7 @@ static void apply(TxnEngine *e, TxnOp *op, int64_t now) {
     case TXN_OP_COMMIT: end_txn(e, op, true, "client", now); break;
     case TXN_OP_ROLLBACK: end_txn(e, op, false, "client", now); break;
     case TXN_OP_GET: op->rc = row_read(e, op->id, &op->row); break;
+    case TXN_OP_LIST: do_list(e, op, now); break;
     case TXN_OP_VERDICT: do_verdict(e, op, now); break;
     }
 }

@@ -70,6 +70,7 @@
 #define TXN_OP_TOPIC "RMQ_SYS_TRANS_OP_HALF_TOPIC" /* rollback records */
 #define TXN_PROP_ID MSG_PROP_TRANSACTION_ID /* RocketMQ's PROPERTY_TRANSACTION_ID */
 #define TXN_BATCH_MAX 1024              /* ops one batch takes at most */
+#define TXN_LIST_MAX 500                /* rows one TXN_OP_LIST returns at most */
 #define TXN_DUE_BATCH 256               /* due transactions one pass checks at most */
 #define TXN_FLUSH_MS 20                 /* changed rows are written to meta.db this often */
 #define TXN_OVERLAY_MAX 1024            /* ... or as soon as this many wait */
@@ -104,6 +105,7 @@ typedef enum {
     TXN_OP_ROLLBACK,
     TXN_OP_GET,      /* read the row */
     TXN_OP_VERDICT,  /* a check-back answer (fields 'verdict', 'detail'); engine-made */
+    TXN_OP_LIST,     /* the PREPARED transactions (fields 'list_*') */
 } TxnOpKind;
 
 /* One request to the engine.  Owned by the submitter; valid until 'done'
@@ -115,6 +117,10 @@ typedef struct TxnOp {
     TxnOpKind kind;
     char id[META_TXN_ID_MAX + 1]; /* the transaction */
     int verdict;      /* TXN_OP_VERDICT: a TxcVerdict (core/txncheck.h) */
+    size_t list_limit;  /* TXN_OP_LIST: rows wanted, 1..TXN_LIST_MAX */
+    MetaTxn *list_rows; /* TXN_OP_LIST result: malloc'd, the submitter frees */
+    size_t list_n;
+    uint64_t list_pending; /* TXN_OP_LIST result: PREPARED transactions in all */
     char detail[96];  /* TXN_OP_VERDICT: the check-back client's words */
     /* results */
     int rc;          /* MQ_OK; MQ_ERR_NOTFOUND (no such transaction);

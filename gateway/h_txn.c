@@ -51,14 +51,15 @@ static void on_done(TxnOp *op) {
     gw_resume(c->req);
 }
 
-/* Suspends 'r' and hands the op of 'c' (r->ctx) to the engine; 'resumed'
- * answers. */
-static enum MHD_Result submit(GwRequest *r, TxnCtx *c, RtHandler resumed) {
+/* Suspends 'r' and hands the op of 'c' (r->ctx, freed by 'ctx_free') to
+ * the engine; 'resumed' answers. */
+static enum MHD_Result submit(GwRequest *r, TxnCtx *c, RtHandler resumed,
+                              void (*ctx_free)(void *)) {
     c->req = r;
     c->op.done = on_done;
     c->op.done_arg = c;
     r->ctx = c;
-    r->ctx_free = free;
+    r->ctx_free = ctx_free;
     r->resume = resumed;
     gw_suspend(r);
     if (txn_submit(broker_txn(gw_broker(r)), &c->op) != MQ_OK) {
@@ -324,54 +325,64 @@ static void put_opt(JsonW *w, const char *s) {
         jw_lit(w, "null");
 }
 
+/* Writes the transaction 't' as a JSON object (with "status" when not
+ * NULL); 'host' is the broker's store host (message ids). */
+static void put_row(JsonW *w, const MetaTxn *t, const char *status, const uint8_t *host) {
+    jw_lit(w, "{\"transactionId\":");
+    put_str(w, t->id);
+    jw_lit(w, ",\"state\":");
+    put_str(w, txn_state_name(t->state));
+    if (status) {
+        jw_lit(w, ",\"status\":");
+        put_str(w, status);
+    }
+    jw_lit(w, ",\"topic\":");
+    put_str(w, t->topic);
+    jw_lit(w, ",\"queueId\":");
+    jw_int(w, t->queue_id);
+    jw_lit(w, ",\"halfMsgId\":");
+    put_str(w, t->msg_id);
+    jw_lit(w, ",\"msgId\":");
+    if (t->state == META_TXN_COMMITTED && t->real_off >= 0) {
+        char mid[MSG_ID_LEN + 1];
+        msg_id_encode(host, (uint64_t)t->real_off, mid);
+        put_str(w, mid);
+        jw_lit(w, ",\"queueOffset\":");
+        jw_int(w, t->real_qoff);
+    } else {
+        jw_lit(w, "null,\"queueOffset\":null");
+    }
+    jw_lit(w, ",\"checkUrl\":");
+    put_opt(w, t->check_url);
+    jw_lit(w, ",\"checkTimes\":");
+    jw_int(w, t->check_times);
+    jw_lit(w, ",\"createdAt\":");
+    jw_int(w, t->created_ms);
+    jw_lit(w, ",\"updatedAt\":");
+    jw_int(w, t->updated_ms);
+    jw_lit(w, ",\"nextCheckAt\":");
+    if (t->state == META_TXN_PREPARED)
+        jw_int(w, t->next_check_ms);
+    else
+        jw_lit(w, "null");
+    jw_lit(w, ",\"resolvedBy\":");
+    put_opt(w, t->resolved_by);
+    jw_lit(w, "}");
+}
+
+static enum MHD_Result reply_text(GwRequest *r, JsonW *w) {
+    size_t len = 0;
+    char *text = jw_take(w, &len);
+    if (!text) return gw_reply_err(r, MQ_ERR_NOMEM, "answer");
+    return gw_reply_json_text(r, 200, text, len);
+}
+
 /* Answers the transaction 't' (with "status" when not NULL). */
 static enum MHD_Result reply_row(GwRequest *r, const MetaTxn *t, const char *status) {
     JsonW w;
     jw_init(&w, 512);
-    jw_lit(&w, "{\"transactionId\":");
-    put_str(&w, t->id);
-    jw_lit(&w, ",\"state\":");
-    put_str(&w, txn_state_name(t->state));
-    if (status) {
-        jw_lit(&w, ",\"status\":");
-        put_str(&w, status);
-    }
-    jw_lit(&w, ",\"topic\":");
-    put_str(&w, t->topic);
-    jw_lit(&w, ",\"queueId\":");
-    jw_int(&w, t->queue_id);
-    jw_lit(&w, ",\"halfMsgId\":");
-    put_str(&w, t->msg_id);
-    jw_lit(&w, ",\"msgId\":");
-    if (t->state == META_TXN_COMMITTED && t->real_off >= 0) {
-        char mid[MSG_ID_LEN + 1];
-        msg_id_encode(broker_store_host(gw_broker(r)), (uint64_t)t->real_off, mid);
-        put_str(&w, mid);
-        jw_lit(&w, ",\"queueOffset\":");
-        jw_int(&w, t->real_qoff);
-    } else {
-        jw_lit(&w, "null,\"queueOffset\":null");
-    }
-    jw_lit(&w, ",\"checkUrl\":");
-    put_opt(&w, t->check_url);
-    jw_lit(&w, ",\"checkTimes\":");
-    jw_int(&w, t->check_times);
-    jw_lit(&w, ",\"createdAt\":");
-    jw_int(&w, t->created_ms);
-    jw_lit(&w, ",\"updatedAt\":");
-    jw_int(&w, t->updated_ms);
-    jw_lit(&w, ",\"nextCheckAt\":");
-    if (t->state == META_TXN_PREPARED)
-        jw_int(&w, t->next_check_ms);
-    else
-        jw_lit(&w, "null");
-    jw_lit(&w, ",\"resolvedBy\":");
-    put_opt(&w, t->resolved_by);
-    jw_lit(&w, "}");
-    size_t len = 0;
-    char *text = jw_take(&w, &len);
-    if (!text) return gw_reply_err(r, MQ_ERR_NOMEM, "answer");
-    return gw_reply_json_text(r, 200, text, len);
+    put_row(&w, t, status, broker_store_host(gw_broker(r)));
+    return reply_text(r, &w);
 }
 
 static enum MHD_Result end_resumed(GwRequest *r, const RtMatch *m) {
@@ -388,7 +399,7 @@ static enum MHD_Result start_op(GwRequest *r, const RtMatch *m, TxnOpKind kind) 
     enum MHD_Result ret;
     if (!txn_request(r, m, &c, &ret)) return ret;
     c->op.kind = kind;
-    return submit(r, c, end_resumed);
+    return submit(r, c, end_resumed, free);
 }
 
 enum MHD_Result h_txn_commit(GwRequest *r, const RtMatch *m) {
@@ -401,4 +412,51 @@ enum MHD_Result h_txn_rollback(GwRequest *r, const RtMatch *m) {
 
 enum MHD_Result h_txn_get(GwRequest *r, const RtMatch *m) {
     return start_op(r, m, TXN_OP_GET);
+}
+
+/* ---- list ------------------------------------------------------------------*/
+
+static void list_ctx_free(void *p) {
+    TxnCtx *c = p;
+    free(c->op.list_rows);
+    free(c);
+}
+
+static enum MHD_Result list_resumed(GwRequest *r, const RtMatch *m) {
+    (void)m;
+    TxnCtx *c = r->ctx;
+    const TxnOp *op = &c->op;
+    if (op->rc != MQ_OK) return reply_op_err(r, op);
+    const uint8_t *host = broker_store_host(gw_broker(r));
+    JsonW w;
+    jw_init(&w, 64 + op->list_n * 400);
+    jw_lit(&w, "{\"transactions\":[");
+    for (size_t i = 0; i < op->list_n; i++) {
+        if (i) jw_lit(&w, ",");
+        put_row(&w, &op->list_rows[i], NULL, host);
+    }
+    jw_lit(&w, "],\"pending\":");
+    jw_int(&w, (int64_t)op->list_pending);
+    jw_lit(&w, "}");
+    return reply_text(r, &w);
+}
+
+/* GET /v1/transactions?limit=N: the PREPARED transactions, the next
+ * check due first (for operators and the console). */
+enum MHD_Result h_txn_list(GwRequest *r, const RtMatch *m) {
+    (void)m;
+    static const char *const known[] = {"limit", NULL};
+    const char *bad = gw_query_unknown(r, known);
+    if (bad) {
+        return gw_reply_error(r, 400, "INVALID_PARAMETER", "unknown query parameter '%.64s'",
+                              bad);
+    }
+    GwProblem prob = {0};
+    int64_t limit = 100;
+    if (!gw_query_int(r, "limit", 1, TXN_LIST_MAX, &limit, &prob)) return gw_reply_problem(r, &prob);
+    TxnCtx *c = malloc(sizeof(*c));
+    if (!c) return gw_reply_err(r, MQ_ERR_NOMEM, "transactions");
+    txn_op_init(&c->op, TXN_OP_LIST, NULL);
+    c->op.list_limit = (size_t)limit;
+    return submit(r, c, list_resumed, list_ctx_free);
 }

@@ -38,6 +38,7 @@ enum MHD_Result h_txn_produce(GwRequest *r, const RtMatch *m);  /* POST .../tran
 enum MHD_Result h_txn_commit(GwRequest *r, const RtMatch *m);   /* POST /v1/transactions/{id}/commit */
 enum MHD_Result h_txn_rollback(GwRequest *r, const RtMatch *m); /* .../rollback */
 enum MHD_Result h_txn_get(GwRequest *r, const RtMatch *m);      /* GET /v1/transactions/{id} */
+enum MHD_Result h_txn_list(GwRequest *r, const RtMatch *m);     /* GET /v1/transactions */
 
 /* h_topic.c: topic admin. */
 enum MHD_Result h_topic_list(GwRequest *r, const RtMatch *m);   /* GET /v1/topics */

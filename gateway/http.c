@@ -62,6 +62,7 @@ static const RtRoute routes[] = {
     {"GET", "/v1/topics/{topic}/queues", h_topic_queues},
     {"POST", "/v1/topics/{topic}/messages", h_message_produce},
     {"POST", "/v1/topics/{topic}/transactions", h_txn_produce},
+    {"GET", "/v1/transactions", h_txn_list},
     {"GET", "/v1/transactions/{transactionId}", h_txn_get},
     {"POST", "/v1/transactions/{transactionId}/commit", h_txn_commit},
     {"POST", "/v1/transactions/{transactionId}/rollback", h_txn_rollback},

@@ -61,6 +61,7 @@ enum {
     ST_TXN_PURGE,
     ST_TXN_PURGE_LOG,
     ST_TXN_COUNT,
+    ST_TXN_LIST,
     ST_COUNT
 };
 
@@ -125,6 +126,8 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_TXN_PURGE_LOG] = "DELETE FROM txn_op WHERE at_ms < ?1"
                          " AND id NOT IN (SELECT id FROM txn WHERE state = 0)",
     [ST_TXN_COUNT] = "SELECT count(*) FROM txn WHERE state = 0",
+    [ST_TXN_LIST] = "SELECT " TXN_COLS " FROM txn WHERE state = 0"
+                    " ORDER BY next_check_ms, id LIMIT ?1",
 };
 
 /* Schema 2 added pop_state; a version-1 database gets it at open. */
@@ -1446,6 +1449,26 @@ int meta_txn_get(Meta *m, const char *id, MetaTxn *out) {
     else
         rc = db_fail(m, "cannot read transaction", id);
     sqlite3_reset(st);
+    return rc;
+}
+
+int meta_txn_pending_list(Meta *m, size_t limit, int (*fn)(void *arg, const MetaTxn *t),
+                          void *arg) {
+    if (!m || !fn) return MQ_ERR_INVAL;
+    MetaTxn *t = malloc(sizeof(*t));
+    if (!t) return MQ_ERR_NOMEM;
+    pthread_mutex_lock(&m->db_mu);
+    sqlite3_stmt *st = m->st[ST_TXN_LIST];
+    int rc = MQ_OK, step = SQLITE_DONE;
+    if (bind_i64(st, 1, (int64_t)limit)) rc = db_fail(m, "cannot list transactions of", m->path);
+    while (rc == MQ_OK && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        row_to_txn(st, t);
+        rc = fn(arg, t);
+    }
+    if (rc == MQ_OK && step != SQLITE_DONE) rc = db_fail(m, "cannot list transactions of", m->path);
+    sqlite3_reset(st);
+    pthread_mutex_unlock(&m->db_mu);
+    free(t);
     return rc;
 }
 

@@ -194,4 +194,9 @@ int meta_txn_get_scan_from(Meta *m, uint64_t *off); /* MQ_ERR_NOTFOUND when neve
  * for the read).  Never between meta_txn_begin and meta_txn_end. */
 int meta_txn_read(Meta *m, const char *id, MetaTxn *out);
 
+/* meta_txn_pending_list calls 'fn' for at most 'limit' PREPARED rows,
+ * the next check due first ('fn' must not call meta_).  Outside a batch. */
+int meta_txn_pending_list(Meta *m, size_t limit, int (*fn)(void *arg, const MetaTxn *t),
+                          void *arg);
+
 #endif

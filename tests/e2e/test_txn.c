@@ -485,6 +485,22 @@ static void test_txn_pending_survive_restart_and_checks_resume(void **state) {
     json_t *t = get_txn(c, a);
     assert_string_equal(e2e_str(t, "state"), "PREPARED");
     json_decref(t);
+    /* the pending list: both prepared ones, the next check due first */
+    json_t *l = e2e_call(c, "GET", "/v1/transactions?limit=10", NULL, NULL, 200);
+    assert_int_equal(e2e_num(l, "pending"), 2);
+    json_t *arr = json_object_get(l, "transactions");
+    assert_int_equal(json_array_size(arr), 2);
+    assert_string_equal(e2e_str(json_array_get(arr, 0), "transactionId"), a);
+    assert_string_equal(e2e_str(json_array_get(arr, 1), "transactionId"), b);
+    assert_string_equal(e2e_str(json_array_get(arr, 1), "state"), "PREPARED");
+    assert_true(e2e_num(json_array_get(arr, 0), "nextCheckAt") <=
+                e2e_num(json_array_get(arr, 1), "nextCheckAt"));
+    json_decref(l);
+    l = e2e_call(c, "GET", "/v1/transactions?limit=1", NULL, NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(l, "transactions")), 1);
+    json_decref(l);
+    e2e_expect_error(c, "GET", "/v1/transactions?limit=0", NULL, NULL, 400, "INVALID_PARAMETER");
+    e2e_expect_error(c, "GET", "/v1/transactions?state=X", NULL, NULL, 400, "INVALID_PARAMETER");
     t = get_txn(c, d);
     assert_string_equal(e2e_str(t, "state"), "ROLLED_BACK");
     json_decref(t);
