@@ -48,6 +48,7 @@ typedef struct Fixture {
     size_t n_levels;
     uint8_t host[8];
     uint32_t inflight_max;   /* PopConfig.inflight_max of the next open */
+    Scheduler *sched;        /* PopConfig.sched of the next open (NULL: none) */
     _Atomic int64_t now;     /* the engine clock, ms */
     Filter *all;             /* TAG "*" */
     MetaGroup g;             /* group "G" as stored */
@@ -89,6 +90,7 @@ static void engine_open(Fixture *f) {
         .snapshot_interval_ms = 0,
         .orderly_retry_delay_ms = 1000,
         .store_host = f->host,
+        .sched = f->sched,
         .keeper = false,
         .clock = test_clock,
         .clock_arg = f,
@@ -632,6 +634,65 @@ static void test_pop_nack_without_delay_follows_the_retry_ladder(void **state) {
     assert_int_equal(pop_keep(f->e, false), 1); /* reconsume 2 = max: dead */
     dispatched(f);
     assert_int_equal(queue_max(f, "%DLQ%G", 0), 1);
+}
+
+/* With a scheduler (as the broker runs it), a nack writes the retry copy
+ * at once into the ladder's delay level, or a timer lane for delayMs, and
+ * the delivery ends; the scheduler puts the copy on the retry topic when
+ * due; past retryMaxTimes the nack is dead at once. */
+static void test_pop_nack_through_the_scheduler_ends_the_delivery_at_once(void **state) {
+    Fixture *f = *state;
+    SchedConfig sc = {.store = f->st, .meta = f->meta, .topics = f->topics,
+                      .levels_ms = f->levels, .n_levels = f->n_levels, .thread = false};
+    assert_int_equal(sched_open(&sc, &f->sched), MQ_OK);
+    pop_close(f->e);
+    engine_open(f); /* now with the scheduler */
+    put(f, "T", 0, 1, NULL);
+    dispatched(f);
+    Got g[4];
+    assert_int_equal(recv_t(f, 4, LONG_MS, g), 1);
+    assert_int_equal(nack1(f, g[0].handle, -1), POP_OK);
+    PopStats s;
+    pop_stats(f->e, &s);
+    assert_int_equal(s.inflight, 0); /* no longer held while it waits */
+    assert_int_equal(s.retried, 1);
+    dispatched(f);
+    assert_int_equal(sched_pending(f->sched), 1); /* in level 3 (300 ms) */
+    assert_int_equal(queue_max(f, MSG_SCHEDULE_TOPIC, 2), 1);
+    assert_int_equal(recv_t(f, 4, LONG_MS, g + 1), 0);
+    /* due by the store's clock: the copy reaches %RETRY%G */
+    assert_int_equal(sched_run_once(f->sched, mq_now_ms() + 400, false), 1);
+    dispatched(f);
+    assert_int_equal(queue_max(f, "%RETRY%G", 0), 1);
+    assert_int_equal(recv_t(f, 4, LONG_MS, g), 1);
+    assert_true(g[0].retry);
+    assert_int_equal(g[0].seq, 1);
+    assert_int_equal(g[0].reconsume, 1);
+    /* delayMs: a timer lane */
+    assert_int_equal(nack1(f, g[0].handle, 5000), POP_OK);
+    dispatched(f);
+    assert_int_equal(sched_timer_pending(f->sched), 1);
+    assert_int_equal(sched_run_once(f->sched, mq_now_ms() + 6000, false), 1);
+    dispatched(f);
+    assert_int_equal(recv_t(f, 4, LONG_MS, g), 1);
+    assert_int_equal(g[0].reconsume, 2);
+    /* reconsume 2 = retryMaxTimes: dead at once, nothing scheduled */
+    assert_int_equal(nack1(f, g[0].handle, -1), POP_OK);
+    dispatched(f);
+    assert_int_equal(queue_max(f, "%DLQ%G", 0), 1);
+    assert_int_equal(sched_pending(f->sched) + sched_timer_pending(f->sched), 0);
+    /* and the keeper has nothing left to move */
+    advance(f, 3600000);
+    assert_int_equal(pop_keep(f->e, false), 0);
+    pop_stats(f->e, &s);
+    assert_int_equal(s.inflight, 0);
+    assert_int_equal(s.dead, 1);
+    assert_int_equal(offset_of(f, "G", "T", 0), 1);
+    pop_close(f->e);
+    f->e = NULL;
+    sched_close(f->sched);
+    f->sched = NULL;
+    engine_open(f); /* for the teardown */
 }
 
 /* ======================================================================
@@ -1314,6 +1375,7 @@ int main(void) {
         CASE(test_pop_invisibility_end_moves_to_retry_topic),
         CASE(test_pop_nack_retries_then_dead_letters),
         CASE(test_pop_nack_without_delay_follows_the_retry_ladder),
+        CASE(test_pop_nack_through_the_scheduler_ends_the_delivery_at_once),
         CASE(test_pop_tag_filter_passes_over_other_tags),
         CASE(test_pop_retry_topic_is_shared_by_the_group_topics),
         CASE(test_pop_keeper_moves_a_long_backlog_in_rounds),
