@@ -53,7 +53,7 @@ deps:
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -Istore -Icore -Igateway -Itests/lib -c $< -o $@
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -Istore -Icore -Igateway -Icli -Itests/lib -c $< -o $@
 
 $(BUILD)/libstore.a: $(STORE_OBJ)
 	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^

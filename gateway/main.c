@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "admin.h"
 #include "check.h"
 #include "broker.h"
 #include "config.h"
@@ -215,6 +216,7 @@ int main(int argc, char **argv) {
     }
     if (strcmp(name, "check") == 0 || strcmp(name, "dump") == 0)
         return check_main(argc - 1, argv + 1); /* its own --help */
+    if (strcmp(name, "admin") == 0) return admin_main(argc - 1, argv + 1); /* its own help */
     if (wants_help(argc - 2, argv + 2)) {
         command_usage(stdout, cmd);
         return 0;
