@@ -396,31 +396,14 @@ enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m) {
 
     TopicRegistry *reg = broker_topics(b);
     MetaTopic t;
-    /* A lookup: creating a topic writes sqlite, which is a job's work. */
-    int rc = topic_for_produce(reg, topic, false, AUTO_QUEUES, &t);
-    if (rc == MQ_ERR_NOTFOUND && conf->auto_create_topic) {
-        ProduceCtx *pc = r->ctx;
-        if (!pc) {
-            /* Nothing is held across the job: the claim is dropped now and
-             * taken again when the produce runs anew (a same-key request
-             * meanwhile is a concurrent one: one stores, one gets 409 or
-             * the replay). */
-            if (claimed) idem_abort(broker_idempotency(b), topic, gw_header(r, IDEM_HEADER));
-            claimed = false;
-            ret = offload_create(r, topic, h_message_produce);
-            goto out;
-        }
-        /* Created, and deleted again since: produce to what the job made,
-         * as a produce racing a delete always could. */
-        rc = pc->create_rc;
-        t = pc->created;
-    }
-    if (rc != MQ_OK) {
-        ret = reply_topic_err(r, rc, topic, true);
-        goto out;
-    }
     uint8_t born[8];
-    client_host(r, born);
+    /* A lookup; a topic to create is a job's work (sqlite), and this call
+     * runs anew once it is made.  Nothing is held across the job: a claim
+     * is dropped at 'out', before the resumed call can take it again (a
+     * same-key request meanwhile is a concurrent one: one stores, one gets
+     * 409 or the replay). */
+    if (!h_message_produce_topic(r, topic, h_message_produce, &t, born, &ret)) goto out;
+    int rc = MQ_OK;
     int64_t now = mq_now_ms();
     uint64_t body_bytes = 0;
     real_queue = calloc(count, sizeof(*real_queue));
