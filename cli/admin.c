@@ -142,16 +142,6 @@ static void tab_add(Table *t, const char *fmt, ...) {
     tab_take(t, s);
 }
 
-/* Adds the headers: a NULL-terminated list of strings. */
-static void tab_header(Table *t, ...) {
-    va_list ap;
-    va_start(ap, t);
-    for (const char *h = va_arg(ap, const char *); h; h = va_arg(ap, const char *)) {
-        tab_add(t, "%s", h);
-    }
-    va_end(ap);
-}
-
 /* Adds 'v' as text: strings as they are, arrays of strings joined with
  * commas, null as "-", anything else as compact JSON. */
 static void tab_json(Table *t, const json_t *v) {
@@ -205,6 +195,57 @@ static void tab_time(Table *t, json_int_t ms) {
     }
     tab_add(t, "%s.%03d", buf, (int)(ms % 1000));
 }
+
+/* One column of a table of JSON objects: its header, the member it
+ * shows, and whether that member is epoch milliseconds (tab_time). */
+typedef struct Col {
+    const char *header;
+    const char *member;
+    bool time;
+} Col;
+
+/* Adds the cells of object 'o' under 'cols'. */
+static void tab_row(Table *t, const json_t *o, const Col *cols, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (cols[i].time)
+            tab_time(t, json_integer_value(json_object_get(o, cols[i].member)));
+        else
+            tab_member(t, o, cols[i].member);
+    }
+}
+
+static void tab_print(const Table *t, FILE *out);
+
+/* Prints one row per object of the array 'rows', under 'cols'. */
+static void print_rows(const json_t *rows, const Col *cols, size_t n) {
+    Table t;
+    tab_init(&t, n);
+    for (size_t i = 0; i < n; i++) tab_add(&t, "%s", cols[i].header);
+    size_t i;
+    json_t *o;
+    json_array_foreach(rows, i, o) tab_row(&t, o, cols, n);
+    tab_print(&t, stdout);
+    tab_free(&t);
+}
+
+#define N_COLS(c) (sizeof(c) / sizeof((c)[0]))
+
+static const Col TOPIC_COLS[] = {{"topic", "topic", false},         {"queues", "queues", false},
+                                 {"readQueues", "readQueues", false}, {"writeQueues", "writeQueues", false},
+                                 {"perm", "perm", false},           {"order", "order", false}};
+static const Col QUEUE_COLS[] = {{"queueId", "queueId", false},
+                                 {"minOffset", "minOffset", false},
+                                 {"maxOffset", "maxOffset", false},
+                                 {"lastUpdate", "lastUpdateTimestamp", true}};
+static const Col PROGRESS_COLS[] = {{"queueId", "queueId", false},
+                                    {"brokerOffset", "brokerOffset", false},
+                                    {"consumerOffset", "consumerOffset", false},
+                                    {"lag", "lag", false},
+                                    {"inflight", "inflight", false},
+                                    {"lastTimestamp", "lastTimestamp", true}};
+static const Col MESSAGE_COLS[] = {{"msgId", "msgId", false},     {"queueId", "queueId", false},
+                                   {"queueOffset", "queueOffset", false}, {"tags", "tags", false},
+                                   {"keys", "keys", false},       {"storeTime", "storeTimestamp", true}};
 
 static void tab_print(const Table *t, FILE *out) {
     size_t *width = calloc(t->cols, sizeof(*width));
@@ -498,48 +539,30 @@ static int cmd_delete_topic(Admin *a) {
     return send_and_show(a, "DELETE", name_path("topics", t, ""), NULL, "topic", t);
 }
 
+/* GETs 'path' (owned; NULL: out of memory) into '*root' (left NULL with
+ * --json: call printed the answer).  0, or the exit status of the
+ * failure (the error is printed). */
+static int get_json(Admin *a, char *path, json_t **root) {
+    *root = NULL;
+    int rc = path ? call(a, "GET", path, NULL, root, NULL) : EXIT_FAIL;
+    free(path);
+    return rc;
+}
+
 static int cmd_topic_list(Admin *a) {
     json_t *root = NULL;
-    int rc = call(a, "GET", "/v1/topics", NULL, &root, NULL);
+    int rc = get_json(a, strdup("/v1/topics"), &root);
     if (rc != 0 || !root) return rc;
-    Table t;
-    tab_init(&t, 6);
-    tab_header(&t, "topic", "queues", "readQueues", "writeQueues", "perm", "order", NULL);
-    size_t i;
-    json_t *v;
-    json_array_foreach(root, i, v) {
-        tab_member(&t, v, "topic");
-        tab_member(&t, v, "queues");
-        tab_member(&t, v, "readQueues");
-        tab_member(&t, v, "writeQueues");
-        tab_member(&t, v, "perm");
-        tab_add(&t, "%s", json_is_true(json_object_get(v, "order")) ? "true" : "false");
-    }
-    tab_print(&t, stdout);
-    tab_free(&t);
+    print_rows(root, TOPIC_COLS, N_COLS(TOPIC_COLS));
     json_decref(root);
     return 0;
 }
 
 static int cmd_topic_status(Admin *a) {
-    char *path = name_path("topics", a->opt['t'], "/queues");
     json_t *root = NULL;
-    int rc = path ? call(a, "GET", path, NULL, &root, NULL) : EXIT_FAIL;
-    free(path);
+    int rc = get_json(a, name_path("topics", a->opt['t'], "/queues"), &root);
     if (rc != 0 || !root) return rc;
-    Table t;
-    tab_init(&t, 4);
-    tab_header(&t, "queueId", "minOffset", "maxOffset", "lastUpdate", NULL);
-    size_t i;
-    json_t *v;
-    json_array_foreach(root, i, v) {
-        tab_member(&t, v, "queueId");
-        tab_member(&t, v, "minOffset");
-        tab_member(&t, v, "maxOffset");
-        tab_time(&t, json_integer_value(json_object_get(v, "lastUpdateTimestamp")));
-    }
-    tab_print(&t, stdout);
-    tab_free(&t);
+    print_rows(root, QUEUE_COLS, N_COLS(QUEUE_COLS));
     json_decref(root);
     return 0;
 }
@@ -571,12 +594,7 @@ static void progress_rows(Table *t, const json_t *tp) {
     json_t *q;
     json_array_foreach(json_object_get(tp, "queues"), i, q) {
         tab_add(t, "%s", topic ? topic : "");
-        tab_member(t, q, "queueId");
-        tab_member(t, q, "brokerOffset");
-        tab_member(t, q, "consumerOffset");
-        tab_member(t, q, "lag");
-        tab_member(t, q, "inflight");
-        tab_time(t, json_integer_value(json_object_get(q, "lastTimestamp")));
+        tab_row(t, q, PROGRESS_COLS, N_COLS(PROGRESS_COLS));
     }
 }
 
@@ -593,13 +611,12 @@ static int cmd_consumer_progress(Admin *a) {
         path = name_path("groups", a->opt['g'], "/progress");
     }
     json_t *root = NULL;
-    int rc = path ? call(a, "GET", path, NULL, &root, NULL) : EXIT_FAIL;
-    free(path);
+    int rc = get_json(a, path, &root);
     if (rc != 0 || !root) return rc;
     Table t;
-    tab_init(&t, 7);
-    tab_header(&t, "topic", "queueId", "brokerOffset", "consumerOffset", "lag", "inflight",
-               "lastTimestamp", NULL);
+    tab_init(&t, 1 + N_COLS(PROGRESS_COLS));
+    tab_add(&t, "topic");
+    for (size_t c = 0; c < N_COLS(PROGRESS_COLS); c++) tab_add(&t, "%s", PROGRESS_COLS[c].header);
     if (json_object_get(root, "topics")) {
         size_t i;
         json_t *tp;
@@ -616,10 +633,8 @@ static int cmd_consumer_progress(Admin *a) {
 }
 
 static int cmd_query_msg_by_id(Admin *a) {
-    char *path = name_path("messages", a->opt['i'], "");
     json_t *root = NULL;
-    int rc = path ? call(a, "GET", path, NULL, &root, NULL) : EXIT_FAIL;
-    free(path);
+    int rc = get_json(a, name_path("messages", a->opt['i'], ""), &root);
     if (rc != 0 || !root) return rc;
     print_kv(root);
     json_decref(root);
@@ -633,24 +648,9 @@ static int cmd_query_msg_by_key(Admin *a) {
     free(base);
     curl_free(key);
     json_t *root = NULL;
-    int rc = path ? call(a, "GET", path, NULL, &root, NULL) : EXIT_FAIL;
-    free(path);
+    int rc = get_json(a, path, &root);
     if (rc != 0 || !root) return rc;
-    Table t;
-    tab_init(&t, 6);
-    tab_header(&t, "msgId", "queueId", "queueOffset", "tags", "keys", "storeTime", NULL);
-    size_t i;
-    json_t *m;
-    json_array_foreach(json_object_get(root, "messages"), i, m) {
-        tab_member(&t, m, "msgId");
-        tab_member(&t, m, "queueId");
-        tab_member(&t, m, "queueOffset");
-        tab_member(&t, m, "tags");
-        tab_member(&t, m, "keys");
-        tab_time(&t, json_integer_value(json_object_get(m, "storeTimestamp")));
-    }
-    tab_print(&t, stdout);
-    tab_free(&t);
+    print_rows(json_object_get(root, "messages"), MESSAGE_COLS, N_COLS(MESSAGE_COLS));
     json_decref(root);
     return 0;
 }
@@ -707,7 +707,7 @@ static int cmd_send_message(Admin *a) {
 
 static int cmd_broker_status(Admin *a) {
     json_t *root = NULL;
-    int rc = call(a, "GET", "/v1/broker", NULL, &root, NULL);
+    int rc = get_json(a, strdup("/v1/broker"), &root);
     if (rc != 0 || !root) return rc;
     print_kv(root);
     json_decref(root);
