@@ -32,11 +32,14 @@
  * record of the batch) is a valid replay position to save with the batch.
  * The produce is answered at once (after its flush under SYNC_FLUSH): a
  * later commit, rollback or read of the id is queued behind its row.
- * The thread takes all queued ops as one batch: it applies them inside
- * one sqlite transaction (meta_txn_begin/end), waits under SYNC_FLUSH for
- * the commits' records to be durable, answers (the callbacks), schedules
- * check-backs, then commits the sqlite transaction.  Commit and rollback
- * of one id never race, and neither is applied twice.
+ * The thread takes all queued ops as one batch: it applies them to the
+ * rows in memory (an overlay over meta.db), waits under SYNC_FLUSH for the
+ * commits' records to be durable, and answers (the callbacks).  Every
+ * TXN_FLUSH_MS while rows changed (at once past TXN_OVERLAY_MAX, and once
+ * a second anyway) it writes them to meta.db in one sqlite transaction
+ * (meta_txn_begin/end) with the replay position of the last batch applied,
+ * and schedules the due check-backs.  Commit and rollback of one id never
+ * race, and neither is applied twice.
  *
  * ---- check-back -----------------------------------------------------------
  * A PREPARED transaction is due for a check transactionTimeOut after it
