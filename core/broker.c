@@ -34,6 +34,7 @@ struct Broker {
     PopEngine *pop;        /* receive/ack */
     Scheduler *sched;      /* delay levels and timers */
     TxnEngine *txn;        /* transactional messages */
+    RateSeries *rates;     /* traffic per second for the console */
     int64_t delay_levels[DELAY_LEVELS_MAX];
     size_t n_delay_levels;
 };
@@ -68,6 +69,26 @@ static int lock_data_dir(const char *data, int *out) {
 /* StoreConfig.on_arrival: the dispatcher thread, per dispatched record. */
 static void on_arrival(void *arg, MqSlice topic, uint32_t queue_id, uint64_t max_off) {
     lp_arrival(arg, topic, queue_id, max_off);
+}
+
+static int add_traffic(void *arg, const MetaTopic *t, const TopicTraffic *tr) {
+    (void)t;
+    RateTotals *sum = arg;
+    sum->in_msgs += tr->in_msgs;
+    sum->in_bytes += tr->in_bytes;
+    sum->out_msgs += tr->out_msgs;
+    sum->out_bytes += tr->out_bytes;
+    return 0;
+}
+
+void broker_traffic(Broker *b, RateTotals *out) {
+    memset(out, 0, sizeof(*out));
+    topic_traffic_list(b->topics, add_traffic, out);
+}
+
+/* RatesConfig.read */
+static void read_traffic(void *arg, RateTotals *out) {
+    broker_traffic(arg, out);
 }
 
 int broker_open(const Config *conf, Broker **out) {
@@ -174,6 +195,14 @@ int broker_open(const Config *conf, Broker **out) {
         sched_close(b->sched);
         goto err_close_groups;
     }
+    RatesConfig rcfg = {.interval_ms = 1000, .read = read_traffic, .arg = b};
+    rc = rates_open(&rcfg, &b->rates);
+    if (rc != MQ_OK) {
+        txn_close(b->txn);
+        pop_close(b->pop);
+        sched_close(b->sched);
+        goto err_close_groups;
+    }
     *out = b;
     return MQ_OK;
 
@@ -200,6 +229,7 @@ err_free:
 
 void broker_close(Broker *b) {
     if (!b) return;
+    rates_close(b->rates);
     txn_close(b->txn);
     pop_close(b->pop); /* its nacks write through the scheduler */
     sched_close(b->sched);
@@ -233,6 +263,10 @@ PopEngine *broker_pop(Broker *b) {
 
 TxnEngine *broker_txn(Broker *b) {
     return b->txn;
+}
+
+RateSeries *broker_rates(Broker *b) {
+    return b->rates;
 }
 
 Scheduler *broker_scheduler(Broker *b) {

@@ -14,6 +14,7 @@
 #include "group.h"
 #include "members.h"
 #include "pop.h"
+#include "rates.h"
 #include "schedule.h"
 #include "txn.h"
 #include "idem.h"
@@ -81,6 +82,10 @@ FilterCache *broker_filters(Broker *b);
 PopEngine *broker_pop(Broker *b);
 Scheduler *broker_scheduler(Broker *b); /* delay levels (its thread runs while open) */
 TxnEngine *broker_txn(Broker *b);       /* transactions (its thread runs while open) */
+RateSeries *broker_rates(Broker *b);    /* traffic per second, last 10 min (own thread) */
+/* broker_traffic sums the traffic counters of every topic (system ones
+ * included) since start. */
+void broker_traffic(Broker *b, RateTotals *out);
 const int64_t *broker_delay_levels(const Broker *b, size_t *n);
 
 /* A snapshot for /healthz and monitoring. */

@@ -921,6 +921,26 @@ uint64_t pop_inflight(PopEngine *e, const char *group, const char *topic, uint32
     return n;
 }
 
+PopOffsetState pop_offset_state(PopEngine *e, const char *group, const char *topic,
+                                uint32_t queue_id, uint64_t off) {
+    PopQueue *q = queue_get(e, group, topic, false, queue_id, GET_ONLY);
+    if (!q) return POP_OFF_UNKNOWN;
+    pthread_mutex_lock(&q->mu);
+    PopOffsetState st;
+    if (off < q->ack_off) {
+        st = POP_OFF_DONE;
+    } else if (off >= q->next_off) {
+        st = POP_OFF_NOT_YET;
+    } else {
+        /* Between the two: an entry says how it stands; none means it was
+         * skipped by the group's filter, which counts as done. */
+        ptrdiff_t i = ent_find(q, off);
+        st = i < 0 || ent_at(q, (size_t)i)->state == ENT_DONE ? POP_OFF_DONE : POP_OFF_INFLIGHT;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return st;
+}
+
 /* ======================================================================
  * Keeper: expired deliveries, snapshots
  * ====================================================================== */

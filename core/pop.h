@@ -178,6 +178,20 @@ int pop_drop_topic(PopEngine *e, const char *topic);
  * group, for progress; 0 when never received from. */
 uint64_t pop_inflight(PopEngine *e, const char *group, const char *topic, uint32_t queue_id);
 
+/* Where one message stands for a group, as pop_offset_state sees it. */
+typedef enum PopOffsetState {
+    POP_OFF_UNKNOWN = 0, /* the group never received from this queue */
+    POP_OFF_DONE,        /* acked (or its retry/DLQ copy written) */
+    POP_OFF_INFLIGHT,    /* handed out (or waiting in an orderly queue), not done */
+    POP_OFF_NOT_YET,     /* not handed out yet */
+} PopOffsetState;
+
+/* pop_offset_state: the state of queue offset 'off' of 'topic' queue
+ * 'queue_id' for 'group' (messages of the topic itself, not its retry
+ * topic).  For the console's message track. */
+PopOffsetState pop_offset_state(PopEngine *e, const char *group, const char *topic,
+                                uint32_t queue_id, uint64_t off);
+
 /* pop_keep runs one keeper round now: expired deliveries are moved on
  * (retry topic, orderly wait, or DLQ) and, with 'snapshot', the changed
  * queues are saved.  The keeper thread calls it; tests call it directly.

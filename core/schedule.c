@@ -641,10 +641,14 @@ static uint64_t waiting(Scheduler *s, MqSlice topic, uint32_t q, _Atomic uint64_
     return qmax > p ? qmax - p : 0;
 }
 
+uint64_t sched_level_pending(Scheduler *s, uint32_t level) {
+    if (!s || level == 0 || level > s->cfg.n_levels) return 0;
+    return waiting(s, SCHED_TOPIC, level - 1, &s->pos[level - 1]);
+}
+
 uint64_t sched_pending(Scheduler *s) {
     uint64_t n = 0;
-    for (uint32_t l = 1; s && l <= s->cfg.n_levels; l++)
-        n += waiting(s, SCHED_TOPIC, l - 1, &s->pos[l - 1]);
+    for (uint32_t l = 1; s && l <= s->cfg.n_levels; l++) n += sched_level_pending(s, l);
     return n;
 }
 

@@ -161,6 +161,9 @@ uint64_t sched_timer_position(Scheduler *s, uint32_t lane);
 
 /* sched_pending is the number of messages waiting in all levels. */
 uint64_t sched_pending(Scheduler *s);
+/* sched_level_pending: the messages waiting at delay 'level' (1-based);
+ * 0 for a level out of range. */
+uint64_t sched_level_pending(Scheduler *s, uint32_t level);
 
 /* sched_timer_pending is the number of timers waiting in the wheel (each
  * counted once, in the lane it waits in now).  NULL: 0. */

@@ -1,16 +1,24 @@
 /*
  * h_admin.c - operations endpoints: GET /healthz, GET /metrics (Prometheus
  * text), GET /v1/broker (configuration and runtime figures) and the
- * redirect of GET / to the console.  Later: /v1/cluster.
+ * redirect of GET / to the console; and what the console and `petrel
+ * admin` read about the broker as a whole: GET /v1/broker/rates (the
+ * traffic time series), GET /v1/delays (messages waiting per delay level
+ * and in the timer wheel) and GET /v1/cluster.
  */
 #include "handlers.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "broker.h"
 #include "config.h"
 #include "metrics.h"
+#include "req.h"
+#include "rates.h"
+#include "schedule.h"
 #include "topic.h"
 #include "version.h"
 
@@ -110,20 +118,6 @@ static const char *refusal_name(int refusal) {
     return NULL;
 }
 
-typedef struct TrafficSum {
-    TopicTraffic sum;
-} TrafficSum;
-
-static int add_traffic(void *arg, const MetaTopic *t, const TopicTraffic *tr) {
-    (void)t;
-    TopicTraffic *s = &((TrafficSum *)arg)->sum;
-    s->in_msgs += tr->in_msgs;
-    s->in_bytes += tr->in_bytes;
-    s->out_msgs += tr->out_msgs;
-    s->out_bytes += tr->out_bytes;
-    return 0;
-}
-
 /* GET /v1/broker: who this broker is, its whole configuration and what it
  * is doing now. */
 enum MHD_Result h_admin_broker(GwRequest *r, const RtMatch *m) {
@@ -134,8 +128,8 @@ enum MHD_Result h_admin_broker(GwRequest *r, const RtMatch *m) {
     broker_health(b, &h);
     GwRuntime rt;
     gw_runtime(r, &rt);
-    TrafficSum ts = {{0}};
-    topic_traffic_list(broker_topics(b), add_traffic, &ts);
+    RateTotals ts;
+    broker_traffic(b, &ts);
     const StoreStats *s = &h.store;
     int64_t now = mq_now_ms();
     int64_t rss = gwm_rss_anon();
@@ -172,10 +166,10 @@ enum MHD_Result h_admin_broker(GwRequest *r, const RtMatch *m) {
         "recoveredFromCrash", (int)s->recovered_from_crash,
         "recoveryMs", (json_int_t)s->recovery_ms,
         "traffic",
-        "messagesIn", (json_int_t)ts.sum.in_msgs,
-        "bytesIn", (json_int_t)ts.sum.in_bytes,
-        "messagesOut", (json_int_t)ts.sum.out_msgs,
-        "bytesOut", (json_int_t)ts.sum.out_bytes,
+        "messagesIn", (json_int_t)ts.in_msgs,
+        "bytesIn", (json_int_t)ts.in_bytes,
+        "messagesOut", (json_int_t)ts.out_msgs,
+        "bytesOut", (json_int_t)ts.out_bytes,
         "http",
         "inFlight", rt.in_flight,
         "suspended", rt.suspended,
@@ -185,5 +179,126 @@ enum MHD_Result h_admin_broker(GwRequest *r, const RtMatch *m) {
         return gw_reply_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, "BUSY",
                               "out of memory while describing the broker");
     }
+    return gw_reply_json(r, MHD_HTTP_OK, root);
+}
+
+/* GET /v1/broker/rates[?since=ms]: {"intervalMs","capacity","now",
+ * "samples":[{"timestamp","messagesIn","messagesOut","bytesIn",
+ * "bytesOut"}]}, oldest first; with 'since' only the newer samples (the
+ * console polls with the last timestamp it has). */
+enum MHD_Result h_admin_rates(GwRequest *r, const RtMatch *m) {
+    (void)m;
+    static const char *const known[] = {"since", NULL};
+    const char *bad = gw_query_unknown(r, known);
+    if (bad) {
+        return gw_reply_error(r, 400, "INVALID_PARAMETER", "unknown query parameter '%.64s'",
+                              bad);
+    }
+    GwProblem prob = {0};
+    int64_t since = -1;
+    if (!gw_query_int(r, "since", 0, INT64_MAX, &since, &prob)) return gw_reply_problem(r, &prob);
+    RateSeries *rs = broker_rates(gw_broker(r));
+    RateSample *buf = malloc(RATES_CAPACITY * sizeof(*buf));
+    if (!buf) return gw_reply_err(r, MQ_ERR_NOMEM, "rates");
+    size_t n = rates_copy(rs, since, buf, RATES_CAPACITY);
+    json_t *samples = json_array();
+    for (size_t i = 0; samples && i < n; i++) {
+        json_t *one = json_pack("{s:I, s:I, s:I, s:I, s:I}", "timestamp", (json_int_t)buf[i].ts_ms,
+                                "messagesIn", (json_int_t)buf[i].in_msgs, "messagesOut",
+                                (json_int_t)buf[i].out_msgs, "bytesIn",
+                                (json_int_t)buf[i].in_bytes, "bytesOut",
+                                (json_int_t)buf[i].out_bytes);
+        if (!one || json_array_append_new(samples, one) != 0) {
+            json_decref(samples);
+            samples = NULL;
+        }
+    }
+    free(buf);
+    json_t *root = samples ? json_pack("{s:I, s:i, s:I, s:o}", "intervalMs",
+                                       (json_int_t)rates_interval_ms(rs), "capacity",
+                                       RATES_CAPACITY, "now", (json_int_t)mq_now_ms(),
+                                       "samples", samples)
+                           : NULL;
+    if (!root) return gw_reply_err(r, MQ_ERR_NOMEM, "rates");
+    return gw_reply_json(r, MHD_HTTP_OK, root);
+}
+
+/* "1s", "5m", "2h" or "250ms": the shortest exact form of 'ms'. */
+static void format_delay(int64_t ms, char *buf, size_t cap) {
+    if (ms > 0 && ms % 3600000 == 0) {
+        snprintf(buf, cap, "%lldh", (long long)(ms / 3600000));
+    } else if (ms > 0 && ms % 60000 == 0) {
+        snprintf(buf, cap, "%lldm", (long long)(ms / 60000));
+    } else if (ms > 0 && ms % 1000 == 0) {
+        snprintf(buf, cap, "%llds", (long long)(ms / 1000));
+    } else {
+        snprintf(buf, cap, "%lldms", (long long)ms);
+    }
+}
+
+/* GET /v1/delays: {"levels":[{"level","delay","delayMs","pending"}],
+ * "timer":{"pending"},"totalPending"}.  Pending counts are the schedule
+ * queues' length past the scheduler's positions: no scan. */
+enum MHD_Result h_admin_delays(GwRequest *r, const RtMatch *m) {
+    (void)m;
+    if (gw_query_unknown(r, (const char *const[]){NULL})) {
+        return gw_reply_error(r, 400, "INVALID_PARAMETER", "this endpoint takes no parameters");
+    }
+    Broker *b = gw_broker(r);
+    Scheduler *sc = broker_scheduler(b);
+    size_t n_levels = 0;
+    const int64_t *levels = broker_delay_levels(b, &n_levels);
+    json_t *arr = json_array();
+    uint64_t total = 0;
+    for (size_t i = 0; arr && i < n_levels; i++) {
+        char name[32];
+        format_delay(levels[i], name, sizeof(name));
+        uint64_t pending = sched_level_pending(sc, (uint32_t)(i + 1));
+        total += pending;
+        json_t *one = json_pack("{s:I, s:s, s:I, s:I}", "level", (json_int_t)(i + 1), "delay",
+                                name, "delayMs", (json_int_t)levels[i], "pending",
+                                (json_int_t)pending);
+        if (!one || json_array_append_new(arr, one) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    uint64_t timers = sched_timer_pending(sc);
+    json_t *root = arr ? json_pack("{s:o, s:{s:I}, s:I}", "levels", arr, "timer", "pending",
+                                   (json_int_t)timers, "totalPending",
+                                   (json_int_t)(total + timers))
+                       : NULL;
+    if (!root) return gw_reply_err(r, MQ_ERR_NOMEM, "delays");
+    return gw_reply_json(r, MHD_HTTP_OK, root);
+}
+
+/* Messages per second over the last 10 s of the rate series. */
+#define CLUSTER_RATE_SAMPLES 10
+
+/* GET /v1/cluster: {"clusters":[{"clusterName","brokerGroups":[{"brokerName",
+ * "brokers":[{"brokerId","role","address","lastHeartbeat","version",
+ * "produceTps","consumeTps"}]}]}]}.  Until name servers collect
+ * heartbeats from other brokers this is the broker answering, its
+ * heartbeat being now. */
+enum MHD_Result h_admin_cluster(GwRequest *r, const RtMatch *m) {
+    (void)m;
+    if (gw_query_unknown(r, (const char *const[]){NULL})) {
+        return gw_reply_error(r, 400, "INVALID_PARAMETER", "this endpoint takes no parameters");
+    }
+    Broker *b = gw_broker(r);
+    const Config *c = broker_config(b);
+    GwRuntime rt;
+    gw_runtime(r, &rt);
+    RateSample sum;
+    int64_t span_ms = rates_average(broker_rates(b), CLUSTER_RATE_SAMPLES, &sum);
+    double secs = span_ms > 0 ? (double)span_ms / 1000.0 : 1.0;
+    json_t *root = json_pack(
+        "{s:[{s:s, s:[{s:s, s:[{s:I, s:s, s:s, s:I, s:s, s:f, s:f}]}]}]}", "clusters",
+        "clusterName", c->broker_cluster_name, "brokerGroups", "brokerName", c->broker_name,
+        "brokers", "brokerId", (json_int_t)c->broker_id, "role",
+        conf_broker_role_name(c->broker_role), "address", rt.listen_addr ? rt.listen_addr : "",
+        "lastHeartbeat", (json_int_t)mq_now_ms(), "version", PETREL_VERSION, "produceTps",
+        (double)sum.in_msgs / secs, "consumeTps", (double)sum.out_msgs / secs);
+    if (!root) return gw_reply_err(r, MQ_ERR_NOMEM, "cluster");
     return gw_reply_json(r, MHD_HTTP_OK, root);
 }

@@ -313,12 +313,19 @@ static bool find_group(GwRequest *r, const RtMatch *m, MetaGroup *g, enum MHD_Re
  * failure is noted here. */
 typedef struct GroupListCtx {
     json_t *arr;
-    bool failed; /* out of memory: the list is incomplete */
+    Broker *lag_of; /* ?lag=true: the broker to add each group's lag from */
+    bool failed;    /* out of memory: the list is incomplete */
 } GroupListCtx;
+
+static bool add_group_lag(Broker *b, const MetaGroup *g, json_t *o);
 
 static int group_list_one(void *arg, const MetaGroup *g) {
     GroupListCtx *c = arg;
     json_t *one = group_json(g);
+    if (one && c->lag_of && !add_group_lag(c->lag_of, g, one)) {
+        json_decref(one);
+        one = NULL;
+    }
     if (!one || json_array_append_new(c->arr, one) != 0) {
         c->failed = true;
         return 1;
@@ -326,9 +333,25 @@ static int group_list_one(void *arg, const MetaGroup *g) {
     return 0;
 }
 
+/* GET /v1/groups[?lag=true]: every group; with lag, each also has
+ * "totalLag" and "consumerCount" (for the console's table). */
 enum MHD_Result h_group_list(GwRequest *r, const RtMatch *m) {
     (void)m;
-    GroupListCtx c = {json_array(), false};
+    static const char *const known[] = {"lag", NULL};
+    const char *bad = gw_query_unknown(r, known);
+    if (bad) {
+        return gw_reply_error(r, 400, "INVALID_PARAMETER", "unknown query parameter '%.64s'",
+                              bad);
+    }
+    const char *lag = gw_query(r, "lag");
+    if (lag && strcmp(lag, "true") != 0 && strcmp(lag, "false") != 0) {
+        return gw_reply_error(r, 400, "INVALID_PARAMETER", "lag must be true or false");
+    }
+    GroupListCtx c = {json_array(), NULL, false};
+    if (lag && strcmp(lag, "true") == 0) {
+        c.lag_of = gw_broker(r);
+        mb_expire(broker_members(c.lag_of), mq_now_ms());
+    }
     if (!c.arr) return gw_reply_err(r, MQ_ERR_NOMEM, "groups");
     int rc = group_list(broker_groups(gw_broker(r)), group_list_one, &c);
     if (rc != MQ_OK || c.failed) {
@@ -577,34 +600,80 @@ static int consumer_topics(void *arg, const MbClientInfo *c) {
     return 0;
 }
 
+/* The topics 'group' reads: those it has offsets in and those a live
+ * consumer subscribes to, sorted, each once (deleted topics included:
+ * callers look each up).  MQ_OK or MQ_ERR_NOMEM; free with names_free. */
+static int group_topics(Broker *b, const char *group, NameList *out) {
+    memset(out, 0, sizeof(*out));
+    int rc = meta_offset_list(broker_meta(b), group, NULL, offset_topic, out);
+    if (rc == MQ_OK) rc = mb_list(broker_members(b), group, consumer_topics, out);
+    if (rc != MQ_OK) {
+        names_free(out);
+        return rc == 1 ? MQ_ERR_NOMEM : rc;
+    }
+    if (out->len > 1) qsort(out->names, out->len, sizeof(*out->names), cmp_names);
+    size_t k = 0;
+    for (size_t i = 0; i < out->len; i++) {
+        if (k > 0 && strcmp(out->names[i], out->names[k - 1]) == 0) {
+            free(out->names[i]);
+        } else {
+            out->names[k++] = out->names[i];
+        }
+    }
+    out->len = k;
+    return MQ_OK;
+}
+
+/* How far 'group' is in one read queue of 't'. */
+typedef struct QueueProgress {
+    uint64_t min, max; /* the queue's offsets now */
+    uint64_t off;      /* committed offset, 0 when none */
+    bool has_off;
+    uint64_t lag;      /* max - max(off, min) */
+    uint64_t inflight; /* handed out by receive, not acked */
+    int64_t last_ts;   /* store time of the queue's last message, 0 none */
+} QueueProgress;
+
+static void queue_progress(Broker *b, const char *group, const MetaTopic *t, uint32_t q,
+                           QueueProgress *p) {
+    MqSlice name = mq_slice(t->name, strlen(t->name));
+    store_queue_range(broker_store(b), name, q, &p->min, &p->max);
+    p->has_off = meta_offset_get(broker_meta(b), group, t->name, q, &p->off) == MQ_OK;
+    if (!p->has_off) p->off = 0;
+    uint64_t from = p->off > p->min ? p->off : p->min;
+    p->lag = p->max > from ? p->max - from : 0;
+    p->inflight = pop_inflight(broker_pop(b), group, t->name, q);
+    int64_t ts = store_queue_last_ts(broker_store(b), name, q);
+    p->last_ts = ts > 0 ? ts : 0;
+}
+
+/* The lag and in-flight count of 'group' summed over the queues of 't'. */
+static void topic_lag(Broker *b, const char *group, const MetaTopic *t, uint64_t *lag,
+                      uint64_t *inflight) {
+    for (uint32_t q = 0; q < t->read_queues; q++) {
+        QueueProgress p;
+        queue_progress(b, group, t, q, &p);
+        *lag += p.lag;
+        *inflight += p.inflight;
+    }
+}
+
 /* {"topic","queues":[...],"totalLag"} of topic 't' for 'group'; its
  * total lag is added to '*total'. */
 static json_t *topic_progress(Broker *b, const char *group, const MetaTopic *t, uint64_t *total) {
-    Store *st = broker_store(b);
-    Meta *meta = broker_meta(b);
-    PopEngine *pop = broker_pop(b);
-    MqSlice name = mq_slice(t->name, strlen(t->name));
     json_t *queues = json_array();
     json_t *out = json_pack("{s:s, s:o}", "topic", t->name, "queues", json_incref(queues));
     uint64_t sum = 0;
     bool ok = out && queues;
     for (uint32_t q = 0; ok && q < t->read_queues; q++) {
-        uint64_t min = 0;
-        uint64_t max = 0;
-        store_queue_range(st, name, q, &min, &max);
-        uint64_t off = 0;
-        bool has = meta_offset_get(meta, group, t->name, q, &off) == MQ_OK;
-        if (!has) off = 0;
-        uint64_t from = off > min ? off : min;
-        uint64_t lag = max > from ? max - from : 0;
-        sum += lag;
-        int64_t ts = store_queue_last_ts(st, name, q);
+        QueueProgress p;
+        queue_progress(b, group, t, q, &p);
+        sum += p.lag;
         json_t *one = json_pack(
             "{s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:I}", "queueId", (json_int_t)q, "brokerOffset",
-            (json_int_t)max, "minOffset", (json_int_t)min, "consumerOffset", (json_int_t)off,
-            "hasOffset", (int)has, "lag", (json_int_t)lag, "inflight",
-            (json_int_t)pop_inflight(pop, group, t->name, q), "lastTimestamp",
-            (json_int_t)(ts > 0 ? ts : 0));
+            (json_int_t)p.max, "minOffset", (json_int_t)p.min, "consumerOffset",
+            (json_int_t)p.off, "hasOffset", (int)p.has_off, "lag", (json_int_t)p.lag,
+            "inflight", (json_int_t)p.inflight, "lastTimestamp", (json_int_t)p.last_ts);
         ok = one && json_array_append_new(queues, one) == 0;
     }
     json_decref(queues);
@@ -620,22 +689,14 @@ static json_t *topic_progress(Broker *b, const char *group, const MetaTopic *t, 
 /* Without ?topic: {"group","topics":[topic progress...],"totalLag"}. */
 static enum MHD_Result all_topics_progress(GwRequest *r, const MetaGroup *g) {
     Broker *b = gw_broker(r);
-    NameList names = {0};
-    int rc = meta_offset_list(broker_meta(b), g->name, NULL, offset_topic, &names);
-    if (rc == MQ_OK) {
-        mb_expire(broker_members(b), mq_now_ms());
-        rc = mb_list(broker_members(b), g->name, consumer_topics, &names);
-    }
-    if (rc != MQ_OK) {
-        names_free(&names);
-        return gw_reply_err(r, rc == 1 ? MQ_ERR_NOMEM : rc, g->name);
-    }
-    if (names.len > 0) qsort(names.names, names.len, sizeof(*names.names), cmp_names);
+    NameList names;
+    mb_expire(broker_members(b), mq_now_ms());
+    int rc = group_topics(b, g->name, &names);
+    if (rc != MQ_OK) return gw_reply_err(r, rc, g->name);
     json_t *topics = json_array();
     uint64_t total = 0;
     bool ok = topics != NULL;
     for (size_t i = 0; ok && i < names.len; i++) {
-        if (i > 0 && strcmp(names.names[i], names.names[i - 1]) == 0) continue;
         MetaTopic t;
         if (topic_get(broker_topics(b), names.names[i], &t) != MQ_OK) continue; /* gone */
         json_t *one = topic_progress(b, g->name, &t, &total);
@@ -649,6 +710,98 @@ static enum MHD_Result all_topics_progress(GwRequest *r, const MetaGroup *g) {
         if (!ok) json_decref(topics);
         return gw_reply_err(r, MQ_ERR_NOMEM, g->name);
     }
+    return gw_reply_json(r, 200, root);
+}
+
+/* Adds "totalLag" (over every topic the group reads) and "consumerCount"
+ * to the group object 'o' of GET /v1/groups?lag=true.  False when out of
+ * memory. */
+static bool add_group_lag(Broker *b, const MetaGroup *g, json_t *o) {
+    NameList names;
+    if (group_topics(b, g->name, &names) != MQ_OK) return false;
+    uint64_t lag = 0;
+    uint64_t inflight = 0;
+    for (size_t i = 0; i < names.len; i++) {
+        MetaTopic t;
+        if (topic_get(broker_topics(b), names.names[i], &t) == MQ_OK)
+            topic_lag(b, g->name, &t, &lag, &inflight);
+    }
+    names_free(&names);
+    return json_object_set_new(o, "totalLag", json_integer((json_int_t)lag)) == 0 &&
+           json_object_set_new(o, "consumerCount",
+                               json_integer((json_int_t)mb_count(broker_members(b), g->name))) == 0;
+}
+
+/* ======================================================================
+ * The groups reading one topic: GET /v1/topics/{topic}/groups, and
+ * gw_topic_readers for the message track (h_message.c).
+ * ====================================================================== */
+
+typedef struct ReadersCtx {
+    Broker *b;
+    const char *topic;
+    int (*fn)(void *arg, const MetaGroup *g);
+    void *arg;
+    int rc; /* MQ_ERR_NOMEM when a topic list failed */
+} ReadersCtx;
+
+static int reader_one(void *arg, const MetaGroup *g) {
+    ReadersCtx *c = arg;
+    NameList names;
+    c->rc = group_topics(c->b, g->name, &names);
+    if (c->rc != MQ_OK) return 1;
+    bool reads = bsearch(&c->topic, names.names, names.len, sizeof(*names.names), cmp_names);
+    names_free(&names);
+    return reads ? c->fn(c->arg, g) : 0;
+}
+
+int gw_topic_readers(Broker *b, const char *topic, int (*fn)(void *arg, const MetaGroup *g),
+                     void *arg) {
+    mb_expire(broker_members(b), mq_now_ms());
+    ReadersCtx c = {b, topic, fn, arg, MQ_OK};
+    int rc = group_list(broker_groups(b), reader_one, &c);
+    return rc != MQ_OK ? rc : c.rc;
+}
+
+typedef struct TopicGroupsCtx {
+    Broker *b;
+    const MetaTopic *t;
+    json_t *arr;
+    bool failed; /* out of memory: the list is incomplete */
+} TopicGroupsCtx;
+
+static int topic_group_one(void *arg, const MetaGroup *g) {
+    TopicGroupsCtx *c = arg;
+    uint64_t lag = 0;
+    uint64_t inflight = 0;
+    topic_lag(c->b, g->name, c->t, &lag, &inflight);
+    json_t *one = json_pack("{s:s, s:I, s:I, s:I}", "group", g->name, "totalLag",
+                            (json_int_t)lag, "inflight", (json_int_t)inflight, "consumerCount",
+                            (json_int_t)mb_count(broker_members(c->b), g->name));
+    if (one && json_array_append_new(c->arr, one) == 0) return 0;
+    c->failed = true;
+    return 1;
+}
+
+/* GET /v1/topics/{topic}/groups: {"topic","groups":[{"group","totalLag",
+ * "inflight","consumerCount"}]}, in group name order. */
+enum MHD_Result h_topic_groups(GwRequest *r, const RtMatch *m) {
+    enum MHD_Result ret;
+    const char *name = rt_param(m, "topic");
+    if (!h_topic_any_name_ok(r, name, &ret)) return ret;
+    if (gw_query_unknown(r, (const char *const[]){NULL})) {
+        return gw_reply_error(r, 400, "INVALID_PARAMETER", "this endpoint takes no parameters");
+    }
+    GwProblem prob = {0};
+    MetaTopic t;
+    if (!find_topic(r, name, "", &t, &prob)) return gw_reply_problem(r, &prob);
+    TopicGroupsCtx c = {gw_broker(r), &t, json_array(), false};
+    int rc = c.arr ? gw_topic_readers(c.b, t.name, topic_group_one, &c) : MQ_ERR_NOMEM;
+    json_t *root = rc == MQ_OK && !c.failed
+                       ? json_pack("{s:s, s:O}", "topic", t.name, "groups", c.arr)
+                       : NULL;
+    json_decref(c.arr);
+    if (!root) return gw_reply_err(r, rc != MQ_OK ? rc : MQ_ERR_NOMEM, t.name);
     return gw_reply_json(r, 200, root);
 }
 

@@ -577,6 +577,69 @@ enum MHD_Result h_message_get(GwRequest *r, const RtMatch *m) {
 }
 
 /* ======================================================================
+ * Track: GET /v1/messages/{msgId}/track
+ * ====================================================================== */
+
+typedef struct TrackCtx {
+    Broker *b;
+    const char *topic;
+    uint32_t queue_id;
+    uint64_t queue_off;
+    json_t *arr;
+    bool failed;
+} TrackCtx;
+
+/* A group's view of the message: below its committed offset it is
+ * consumed; otherwise the receive state says (acked out of order, in
+ * flight, or not handed out yet). */
+static int track_one(void *arg, const MetaGroup *g) {
+    TrackCtx *c = arg;
+    uint64_t off = 0;
+    bool has = meta_offset_get(broker_meta(c->b), g->name, c->topic, c->queue_id, &off) == MQ_OK;
+    if (!has) off = 0;
+    const char *type = "NOT_CONSUMED_YET";
+    if (has && c->queue_off < off) {
+        type = "CONSUMED";
+    } else {
+        switch (pop_offset_state(broker_pop(c->b), g->name, c->topic, c->queue_id, c->queue_off)) {
+        case POP_OFF_DONE: type = "CONSUMED"; break;
+        case POP_OFF_INFLIGHT: type = "IN_FLIGHT"; break;
+        default: break;
+        }
+    }
+    json_t *one = json_pack("{s:s, s:s, s:I}", "group", g->name, "trackType", type,
+                            "consumerOffset", (json_int_t)off);
+    if (one && json_array_append_new(c->arr, one) == 0) return 0;
+    c->failed = true;
+    return 1;
+}
+
+/* {"msgId","topic","queueId","queueOffset","tracks":[{"group","trackType",
+ * "consumerOffset"}]}: for each group reading the message's topic,
+ * CONSUMED, IN_FLIGHT or NOT_CONSUMED_YET (RocketMQ's message track). */
+enum MHD_Result h_message_track(GwRequest *r, const RtMatch *m) {
+    ClRecord rec;
+    MappedFile *ref = NULL;
+    enum MHD_Result ret;
+    if (!read_by_id(r, m, &rec, &ref, &ret)) return ret;
+    char topic[MSG_SYSTEM_NAME_MAX + 1];
+    size_t tlen = rec.topic.len < sizeof(topic) ? rec.topic.len : sizeof(topic) - 1;
+    memcpy(topic, rec.topic.ptr, tlen);
+    topic[tlen] = '\0';
+    TrackCtx c = {gw_broker(r), topic, rec.queue_id, rec.queue_off, json_array(), false};
+    mf_unref(&ref);
+    int rc = c.arr ? gw_topic_readers(c.b, topic, track_one, &c) : MQ_ERR_NOMEM;
+    json_t *root = rc == MQ_OK && !c.failed
+                       ? json_pack("{s:s, s:s, s:I, s:I, s:O}", "msgId", rt_param(m, "msgId"),
+                                   "topic", topic, "queueId", (json_int_t)c.queue_id,
+                                   "queueOffset", (json_int_t)c.queue_off, "tracks", c.arr)
+                       : NULL;
+    json_decref(c.arr);
+    if (!root) return gw_reply_err(r, rc != MQ_OK ? rc : MQ_ERR_NOMEM, topic);
+    return gw_reply_json(r, 200, root);
+}
+
+/* ======================================================================
  * Resend: POST /v1/messages/{msgId}/resend
  * ====================================================================== */
 

@@ -16,6 +16,7 @@
 
 #include "broker.h"
 #include "json.h"
+#include "metrics.h"
 #include "msg.h"
 #include "topic.h"
 
@@ -112,13 +113,35 @@ enum MHD_Result h_topic_list(GwRequest *r, const RtMatch *m) {
 }
 
 /* GET /v1/topics/{topic} */
+/* The route of 't' in RocketMQ's TopicRouteData shape: the broker groups
+ * serving it with their addresses by broker id, and its queues on each.
+ * Until name servers aggregate routes, that is this broker alone. */
+static json_t *route_json(GwRequest *r, const MetaTopic *t) {
+    const Config *c = broker_config(gw_broker(r));
+    GwRuntime rt;
+    gw_runtime(r, &rt);
+    char id[24];
+    snprintf(id, sizeof(id), "%lld", (long long)c->broker_id);
+    return json_pack("{s:[{s:s, s:s, s:{s:s}}], s:[{s:s, s:I, s:I, s:s}]}", "brokerDatas",
+                     "cluster", c->broker_cluster_name, "brokerName", c->broker_name,
+                     "brokerAddrs", id, rt.listen_addr ? rt.listen_addr : "", "queueDatas",
+                     "brokerName", c->broker_name, "readQueueNums", (json_int_t)t->read_queues,
+                     "writeQueueNums", (json_int_t)t->write_queues, "perm", perm_name(t->perm));
+}
+
 enum MHD_Result h_topic_get(GwRequest *r, const RtMatch *m) {
     MetaTopic t;
     enum MHD_Result ret;
     if (!find_topic(r, m, &t, &ret)) return ret;
     json_t *root = topic_json(&t);
     json_t *queues = queues_json(broker_store(gw_broker(r)), &t);
-    if (!root || !queues || json_object_set_new(root, "queueStats", queues) != 0) {
+    json_t *route = route_json(r, &t);
+    bool ok = root && queues && route;
+    if (ok) ok = json_object_set_new(root, "queueStats", queues) == 0;
+    else json_decref(queues);
+    if (ok) ok = json_object_set_new(root, "route", route) == 0;
+    else json_decref(route);
+    if (!ok) {
         json_decref(root);
         return gw_reply_err(r, MQ_ERR_NOMEM, t.name);
     }

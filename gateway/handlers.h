@@ -17,12 +17,16 @@ enum MHD_Result h_admin_healthz(GwRequest *r, const RtMatch *m); /* GET /healthz
 enum MHD_Result h_admin_root(GwRequest *r, const RtMatch *m);    /* GET / -> /console/ */
 enum MHD_Result h_admin_metrics(GwRequest *r, const RtMatch *m); /* GET /metrics */
 enum MHD_Result h_admin_broker(GwRequest *r, const RtMatch *m);  /* GET /v1/broker */
+enum MHD_Result h_admin_rates(GwRequest *r, const RtMatch *m);   /* GET /v1/broker/rates */
+enum MHD_Result h_admin_delays(GwRequest *r, const RtMatch *m);  /* GET /v1/delays */
+enum MHD_Result h_admin_cluster(GwRequest *r, const RtMatch *m); /* GET /v1/cluster */
 
 /* h_message.c: produce, get by id, classic pull. */
 enum MHD_Result h_message_produce(GwRequest *r, const RtMatch *m); /* POST .../messages */
 enum MHD_Result h_message_get(GwRequest *r, const RtMatch *m);     /* GET /v1/messages/{id} */
 enum MHD_Result h_message_pull(GwRequest *r, const RtMatch *m);    /* GET .../{q}/messages */
 enum MHD_Result h_message_resend(GwRequest *r, const RtMatch *m);  /* POST .../{id}/resend */
+enum MHD_Result h_message_track(GwRequest *r, const RtMatch *m);   /* GET .../{id}/track */
 /* h_message_produce_topic looks up 'topic' for a produce handler 'again'.
  * When it does not exist and autoCreateTopicEnable is on, its creation is
  * handed to the job runner and 'again' is called anew once it is made
@@ -64,6 +68,12 @@ enum MHD_Result h_group_get(GwRequest *r, const RtMatch *m);      /* GET /v1/gro
 enum MHD_Result h_group_put(GwRequest *r, const RtMatch *m);      /* PUT /v1/groups/{g} */
 enum MHD_Result h_group_delete(GwRequest *r, const RtMatch *m);   /* DELETE /v1/groups/{g} */
 enum MHD_Result h_group_progress(GwRequest *r, const RtMatch *m); /* GET .../progress */
+enum MHD_Result h_topic_groups(GwRequest *r, const RtMatch *m);   /* GET /v1/topics/{t}/groups */
+/* gw_topic_readers calls 'fn' for each group reading 'topic' (it has
+ * offsets there or a live consumer subscribed to it), in name order,
+ * until 'fn' returns non-zero.  MQ_OK, or MQ_ERR_NOMEM.  MHD worker. */
+int gw_topic_readers(Broker *b, const char *topic, int (*fn)(void *arg, const MetaGroup *g),
+                     void *arg);
 /* h_consume.c: receive / ack / nack and the SSE stream of a group. */
 enum MHD_Result h_consume_receive(GwRequest *r, const RtMatch *m); /* POST .../receive */
 enum MHD_Result h_consume_ack(GwRequest *r, const RtMatch *m);     /* POST .../ack */

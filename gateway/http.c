@@ -40,6 +40,7 @@ struct Gw {
     unsigned max_headers; /* more request headers: 431 */
     GwMetrics *metrics;   /* per-route counters */
     int64_t started_ms;   /* wall clock at gw_start */
+    char listen_addr[32]; /* "ip:port" actually bound, for /v1/cluster */
     atomic_int in_flight; /* requests between first call and completion */
     atomic_int suspended; /* requests suspended and not yet resumed */
     int64_t suspend_grace_ms; /* longest wait for suspended ones at stop */
@@ -53,6 +54,9 @@ static const RtRoute routes[] = {
     {"GET", "/healthz", h_admin_healthz},
     {"GET", "/metrics", h_admin_metrics},
     {"GET", "/v1/broker", h_admin_broker},
+    {"GET", "/v1/broker/rates", h_admin_rates},
+    {"GET", "/v1/delays", h_admin_delays},
+    {"GET", "/v1/cluster", h_admin_cluster},
     {"GET", "/", h_admin_root},
     {"GET", "/console/{path*}", h_static_get},
     {"GET", "/v1/topics", h_topic_list},
@@ -73,6 +77,8 @@ static const RtRoute routes[] = {
     {"PUT", "/v1/groups/{group}/offsets", h_group_offsets_put},
     {"POST", "/v1/groups/{group}/offsets/reset", h_group_offsets_reset},
     {"POST", "/v1/messages/{msgId}/resend", h_message_resend},
+    {"GET", "/v1/messages/{msgId}/track", h_message_track},
+    {"GET", "/v1/topics/{topic}/groups", h_topic_groups},
     {"GET", "/v1/groups", h_group_list},
     {"GET", "/v1/groups/{group}", h_group_get},
     {"PUT", "/v1/groups/{group}", h_group_put},
@@ -183,6 +189,7 @@ void gw_runtime(const GwRequest *r, GwRuntime *out) {
     out->in_flight = atomic_load(&r->gw->in_flight);
     out->suspended = atomic_load(&r->gw->suspended);
     out->started_ms = r->gw->started_ms;
+    out->listen_addr = r->gw->listen_addr;
 }
 
 const char *gw_query(const GwRequest *r, const char *name) {
@@ -478,6 +485,15 @@ int gw_start(const GwConfig *cfg, Broker *broker, Gw **out) {
     gw->max_body = cfg->max_body;
     gw->max_headers = cfg->max_headers;
     gw->started_ms = mq_now_ms();
+    struct sockaddr_in sa;
+    socklen_t salen = sizeof(sa);
+    if (getsockname(cfg->listen_fd, (struct sockaddr *)&sa, &salen) == 0 &&
+        sa.sin_family == AF_INET) {
+        char ip[INET_ADDRSTRLEN] = "";
+        inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
+        snprintf(gw->listen_addr, sizeof(gw->listen_addr), "%s:%u", ip,
+                 (unsigned)ntohs(sa.sin_port));
+    }
     size_t nroutes = 0;
     const RtRoute *table = gw_routes(&nroutes);
     gw->metrics = gwm_new(table, nroutes);

@@ -38,6 +38,7 @@ typedef struct GwRuntime {
     int in_flight;      /* requests between headers and completion */
     int suspended;      /* of which suspended (sync flush, long poll) */
     int64_t started_ms; /* wall clock when the daemon started */
+    const char *listen_addr; /* "ip:port" bound ("" if unknown); lives as long as the gateway */
 } GwRuntime;
 
 /* A growable text buffer.  'failed' is set (and later appends ignored)
