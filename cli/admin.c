@@ -1,9 +1,11 @@
 /*
  * admin.c - `petrel admin`: mqadmin-style commands over the broker's REST
- * API (openapi.yaml).  Each run parses its flags, sends one request with
- * libcurl (easy interface, connect 3 s, total 30 s), parses the answer
- * with jansson and prints it as an aligned table or key: value lines, or
- * the answer unchanged with --json.  Owns nothing beyond one run.
+ * API (openapi.yaml).  Each run parses its flags, sends one request
+ * (consumeMessage: receive, then ack) with libcurl (easy interface,
+ * connect 3 s, total 30 s), parses the answer with jansson and prints it
+ * as an aligned table or key: value lines, or with --json the answer
+ * unchanged (topicRoute, consumeMessage: the part they show).  Owns
+ * nothing beyond one run.
  * docs/admin.md lists the commands, flags and exit statuses.
  */
 #include "admin.h"
@@ -22,13 +24,19 @@
 #define ADMIN_CONNECT_TIMEOUT_MS 3000L
 #define ADMIN_TIMEOUT_MS 30000L
 #define ADMIN_MAX_ANSWER (64u * 1024 * 1024) /* bytes of an answer kept */
+#define ADMIN_BODY_CELL 40u                  /* bytes of a body shown in a table */
+#define ADMIN_CONSUME_MAX 1000               /* consumeMessage -c at most (maxMessages) */
+#define ADMIN_CONSUME_WAIT_MS 3000           /* consumeMessage -w by default */
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
 struct AdminCmd;
 
 typedef struct Admin {
-    const char *addr;           /* HOST:PORT (or a URL) of the broker */
+    const char *addr;           /* HOST:PORT (or a URL) the request goes to */
+    const char *peer;           /* what 'addr' is, for errors: "broker" or "name server" */
+    const char *broker_addr;    /* -b; NULL = absent */
+    const char *namesrv_addr;   /* -n; NULL = absent */
     bool json;                  /* --json: print the broker's answer as is */
     const char *opt[128];       /* value of each -X flag given; NULL = absent */
     const struct AdminCmd *cmd; /* the command being run */
@@ -41,6 +49,7 @@ typedef struct AdminCmd {
     const char *args;     /* its flags, for the usage line */
     const char *summary;  /* one line */
     int (*run)(Admin *a); /* returns the exit status */
+    bool namesrv;         /* a name-server command: -n wins over -b */
 } AdminCmd;
 
 typedef struct Reply {
@@ -196,21 +205,66 @@ static void tab_time(Table *t, json_int_t ms) {
     tab_add(t, "%s.%03d", buf, (int)(ms % 1000));
 }
 
+/* Cell printers for Col.cell: each adds one cell showing 'v' (NULL when
+ * the member is absent). */
+typedef void (*CellFn)(Table *t, const json_t *v);
+
+/* Epoch milliseconds as local time (tab_time). */
+static void cell_time(Table *t, const json_t *v) {
+    tab_time(t, json_integer_value(v));
+}
+
+/* A rate (messages per second) with two decimals. */
+static void cell_rate(Table *t, const json_t *v) {
+    if (json_is_number(v)) {
+        tab_add(t, "%.2f", json_number_value(v));
+    } else {
+        tab_json(t, v);
+    }
+}
+
+/* A message body cut to ADMIN_BODY_CELL bytes (at a UTF-8 character
+ * boundary, "..." appended), control characters shown as '.'. */
+static void cell_body(Table *t, const json_t *v) {
+    if (!json_is_string(v)) {
+        tab_json(t, v);
+        return;
+    }
+    const char *s = json_string_value(v);
+    size_t len = json_string_length(v);
+    bool cut = len > ADMIN_BODY_CELL;
+    if (cut) {
+        len = ADMIN_BODY_CELL;
+        while (len > 0 && ((unsigned char)s[len] & 0xC0) == 0x80) len--;
+    }
+    char *c = malloc(len + 4);
+    if (c) {
+        for (size_t i = 0; i < len; i++) {
+            unsigned char b = (unsigned char)s[i];
+            c[i] = b < 0x20 || b == 0x7F ? '.' : (char)b;
+        }
+        strcpy(c + len, cut ? "..." : "");
+    }
+    tab_take(t, c);
+}
+
 /* One column of a table of JSON objects: its header, the member it
- * shows, and whether that member is epoch milliseconds (tab_time). */
+ * shows, and how (NULL: tab_json). */
 typedef struct Col {
     const char *header;
     const char *member;
-    bool time;
+    CellFn cell;
 } Col;
 
 /* Adds the cells of object 'o' under 'cols'. */
 static void tab_row(Table *t, const json_t *o, const Col *cols, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        if (cols[i].time)
-            tab_time(t, json_integer_value(json_object_get(o, cols[i].member)));
-        else
-            tab_member(t, o, cols[i].member);
+        const json_t *v = json_object_get(o, cols[i].member);
+        if (cols[i].cell) {
+            cols[i].cell(t, v);
+        } else {
+            tab_json(t, v);
+        }
     }
 }
 
@@ -230,22 +284,54 @@ static void print_rows(const json_t *rows, const Col *cols, size_t n) {
 
 #define N_COLS(c) (sizeof(c) / sizeof((c)[0]))
 
-static const Col TOPIC_COLS[] = {{"topic", "topic", false},         {"queues", "queues", false},
-                                 {"readQueues", "readQueues", false}, {"writeQueues", "writeQueues", false},
-                                 {"perm", "perm", false},           {"order", "order", false}};
-static const Col QUEUE_COLS[] = {{"queueId", "queueId", false},
-                                 {"minOffset", "minOffset", false},
-                                 {"maxOffset", "maxOffset", false},
-                                 {"lastUpdate", "lastUpdateTimestamp", true}};
-static const Col PROGRESS_COLS[] = {{"queueId", "queueId", false},
-                                    {"brokerOffset", "brokerOffset", false},
-                                    {"consumerOffset", "consumerOffset", false},
-                                    {"lag", "lag", false},
-                                    {"inflight", "inflight", false},
-                                    {"lastTimestamp", "lastTimestamp", true}};
-static const Col MESSAGE_COLS[] = {{"msgId", "msgId", false},     {"queueId", "queueId", false},
-                                   {"queueOffset", "queueOffset", false}, {"tags", "tags", false},
-                                   {"keys", "keys", false},       {"storeTime", "storeTimestamp", true}};
+static const Col TOPIC_COLS[] = {{"topic", "topic", NULL},
+                                 {"queues", "queues", NULL},
+                                 {"readQueues", "readQueues", NULL},
+                                 {"writeQueues", "writeQueues", NULL},
+                                 {"perm", "perm", NULL},
+                                 {"order", "order", NULL}};
+static const Col QUEUE_COLS[] = {{"queueId", "queueId", NULL},
+                                 {"minOffset", "minOffset", NULL},
+                                 {"maxOffset", "maxOffset", NULL},
+                                 {"lastUpdate", "lastUpdateTimestamp", cell_time}};
+static const Col PROGRESS_COLS[] = {{"queueId", "queueId", NULL},
+                                    {"brokerOffset", "brokerOffset", NULL},
+                                    {"consumerOffset", "consumerOffset", NULL},
+                                    {"lag", "lag", NULL},
+                                    {"inflight", "inflight", NULL},
+                                    {"lastTimestamp", "lastTimestamp", cell_time}};
+static const Col MESSAGE_COLS[] = {{"msgId", "msgId", NULL},
+                                   {"queueId", "queueId", NULL},
+                                   {"queueOffset", "queueOffset", NULL},
+                                   {"tags", "tags", NULL},
+                                   {"keys", "keys", NULL},
+                                   {"storeTime", "storeTimestamp", cell_time}};
+static const Col CONSUME_COLS[] = {{"msgId", "msgId", NULL},
+                                   {"queueId", "queueId", NULL},
+                                   {"queueOffset", "queueOffset", NULL},
+                                   {"tags", "tags", NULL},
+                                   {"keys", "keys", NULL},
+                                   {"body", "body", cell_body}};
+static const Col OFFSET_COLS[] = {{"topic", "topic", NULL},
+                                  {"queueId", "queueId", NULL},
+                                  {"offset", "offset", NULL}};
+static const Col BROKER_ADDR_COLS[] = {{"cluster", "cluster", NULL},
+                                       {"brokerName", "brokerName", NULL},
+                                       {"brokerId", "brokerId", NULL},
+                                       {"address", "address", NULL}};
+static const Col QUEUE_DATA_COLS[] = {{"brokerName", "brokerName", NULL},
+                                      {"readQueueNums", "readQueueNums", NULL},
+                                      {"writeQueueNums", "writeQueueNums", NULL},
+                                      {"perm", "perm", NULL}};
+static const Col CLUSTER_COLS[] = {{"cluster", "cluster", NULL},
+                                   {"brokerName", "brokerName", NULL},
+                                   {"brokerId", "brokerId", NULL},
+                                   {"role", "role", NULL},
+                                   {"address", "address", NULL},
+                                   {"version", "version", NULL},
+                                   {"produceTps", "produceTps", cell_rate},
+                                   {"consumeTps", "consumeTps", cell_rate},
+                                   {"lastHeartbeat", "lastHeartbeat", cell_time}};
 
 static void tab_print(const Table *t, FILE *out) {
     size_t *width = calloc(t->cols, sizeof(*width));
@@ -345,7 +431,7 @@ static int request(const Admin *a, const char *method, const char *path, const c
     curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
     CURLcode cc = curl_easy_perform(h);
     if (cc != CURLE_OK) {
-        fprintf(stderr, "petrel admin: cannot reach broker at %s: %s\n", a->addr,
+        fprintf(stderr, "petrel admin: cannot reach %s at %s: %s\n", a->peer, a->addr,
                 errbuf[0] ? errbuf : curl_easy_strerror(cc));
         reply_free(out);
         goto err_free;
@@ -379,13 +465,13 @@ static void print_refusal(const Reply *r) {
     json_decref(root);
 }
 
-/* Runs one request and judges the answer.  On a 2xx answer: with --json
+/* Runs one request and judges the answer.  On a 2xx answer: with 'echo'
  * prints the body as is and leaves '*root' NULL; else parses it into
  * '*root' (caller owns; NULL when the body is empty).  Returns 0, or
  * EXIT_FAIL after printing the broker's refusal or why it failed.  When
  * 'status' is not NULL it gets the HTTP status. */
-static int call(const Admin *a, const char *method, const char *path, const char *body,
-                json_t **root, long *status) {
+static int call_as(const Admin *a, bool echo, const char *method, const char *path,
+                   const char *body, json_t **root, long *status) {
     *root = NULL;
     Reply r;
     int rc = request(a, method, path, body, &r);
@@ -396,7 +482,7 @@ static int call(const Admin *a, const char *method, const char *path, const char
         reply_free(&r);
         return EXIT_FAIL;
     }
-    if (a->json) {
+    if (echo) {
         if (r.len) fprintf(stdout, "%s%s", r.body, r.body[r.len - 1] == '\n' ? "" : "\n");
     } else if (r.len) {
         json_error_t jerr;
@@ -408,6 +494,41 @@ static int call(const Admin *a, const char *method, const char *path, const char
     }
     reply_free(&r);
     return rc;
+}
+
+/* call_as, echoing the answer with --json. */
+static int call(const Admin *a, const char *method, const char *path, const char *body,
+                json_t **root, long *status) {
+    return call_as(a, a->json, method, path, body, root, status);
+}
+
+/* Sends 'body' (a JSON object, consumed; NULL: none) with 'method' to
+ * 'path' (consumed; NULL: out of memory) through call_as.  With 'echo'
+ * --json output is the answer as is; without, the answer is always parsed
+ * into '*root' for the caller to print.  0, or the exit status of the
+ * failure (the error is printed). */
+static int fetch(const Admin *a, const char *method, char *path, json_t *body, bool echo,
+                 json_t **root) {
+    *root = NULL;
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    bool no_mem = !path || (body && !text);
+    json_decref(body);
+    int rc = EXIT_FAIL;
+    if (no_mem) {
+        fprintf(stderr, "petrel admin: out of memory\n");
+    } else {
+        rc = call_as(a, echo, method, path, text, root, NULL);
+    }
+    free(path);
+    free(text);
+    return rc;
+}
+
+/* Prints 'v' as one compact JSON document (what --json prints of a part
+ * of an answer). */
+static void print_json(const json_t *v) {
+    if (v) json_dumpf(v, stdout, JSON_COMPACT | JSON_ENCODE_ANY);
+    printf("%s\n", v ? "" : "null");
 }
 
 /* Builds "/v1/<kind>/<escaped name><rest>" (caller frees; NULL when out of
@@ -450,8 +571,8 @@ static int send_and_show(const Admin *a, const char *method, char *path, json_t 
 /* ---- flags -----------------------------------------------------------------*/
 
 static void usage_cmd(FILE *out, const AdminCmd *c) {
-    fprintf(out, "usage: petrel admin %s %s%s[-b HOST:PORT] [--json]\n  %s\n", c->name, c->args,
-            c->args[0] ? " " : "", c->summary);
+    fprintf(out, "usage: petrel admin %s %s%s[-b HOST:PORT | -n HOST:PORT] [--json]\n  %s\n",
+            c->name, c->args, c->args[0] ? " " : "", c->summary);
 }
 
 /* Prints "'msg'" (then " 'arg'" when not NULL) and the command's usage on
@@ -543,10 +664,7 @@ static int cmd_delete_topic(Admin *a) {
  * --json: call printed the answer).  0, or the exit status of the
  * failure (the error is printed). */
 static int get_json(Admin *a, char *path, json_t **root) {
-    *root = NULL;
-    int rc = path ? call(a, "GET", path, NULL, root, NULL) : EXIT_FAIL;
-    free(path);
-    return rc;
+    return fetch(a, "GET", path, NULL, a->json, root);
 }
 
 static int cmd_topic_list(Admin *a) {
@@ -681,13 +799,8 @@ static int cmd_send_message(Admin *a) {
         json_decref(body);
         return bad_flags(a, "-p must be UTF-8 text", NULL);
     }
-    char *text = json_dumps(body, JSON_COMPACT);
-    json_decref(body);
-    char *path = name_path("topics", a->opt['t'], "/messages");
     json_t *root = NULL;
-    int rc = path && text ? call(a, "POST", path, text, &root, NULL) : EXIT_FAIL;
-    free(path);
-    free(text);
+    int rc = fetch(a, "POST", name_path("topics", a->opt['t'], "/messages"), body, a->json, &root);
     if (rc != 0 || !root) return rc;
     Table t;
     tab_init(&t, 2);
@@ -714,41 +827,261 @@ static int cmd_broker_status(Admin *a) {
     return 0;
 }
 
+/* Prints "'title':" and then the table of 'rows' under 'cols'. */
+static void print_section(const char *title, const json_t *rows, const Col *cols, size_t n) {
+    printf("%s:\n", title);
+    print_rows(rows, cols, n);
+}
+
+/* Appends to 'rows' a copy of object 'o' (NULL: an empty one) with the
+ * member 'k' set to 'v' (borrowed; NULL: left out). */
+static json_t *row_with(json_t *rows, const json_t *o, const char *k, json_t *v) {
+    json_t *row = json_is_object(o) ? json_copy((json_t *)o) : json_object();
+    if (v) json_object_set(row, k, v);
+    json_array_append_new(rows, row);
+    return row;
+}
+
+static int cmd_topic_route(Admin *a) {
+    json_t *root = NULL;
+    int rc = fetch(a, "GET", name_path("topics", a->opt['t'], ""), NULL, false, &root);
+    if (rc != 0) return rc;
+    json_t *route = json_object_get(root, "route");
+    if (!json_is_object(route)) {
+        fprintf(stderr, "petrel admin: the broker's answer has no route\n");
+        json_decref(root);
+        return EXIT_FAIL;
+    }
+    if (a->json) {
+        print_json(route);
+        json_decref(root);
+        return 0;
+    }
+    /* One row per broker address: brokerAddrs maps brokerId to address. */
+    json_t *addrs = json_array();
+    size_t i;
+    json_t *bd;
+    json_array_foreach(json_object_get(route, "brokerDatas"), i, bd) {
+        const char *id;
+        json_t *addr;
+        json_object_foreach(json_object_get(bd, "brokerAddrs"), id, addr) {
+            long long n = 0;
+            json_t *row = row_with(addrs, NULL, "cluster", json_object_get(bd, "cluster"));
+            json_object_set(row, "brokerName", json_object_get(bd, "brokerName"));
+            json_object_set_new(row, "brokerId", parse_int(id, &n) ? json_integer(n)
+                                                                   : json_string(id));
+            json_object_set(row, "address", addr);
+        }
+    }
+    print_section("brokerDatas", addrs, BROKER_ADDR_COLS, N_COLS(BROKER_ADDR_COLS));
+    printf("\n");
+    print_section("queueDatas", json_object_get(route, "queueDatas"), QUEUE_DATA_COLS,
+                  N_COLS(QUEUE_DATA_COLS));
+    json_decref(addrs);
+    json_decref(root);
+    return 0;
+}
+
+/* Reads mqadmin's time flag: epoch milliseconds, "now", or local time as
+ * yyyy-MM-dd#HH:mm:ss:SSS.  Returns whether 's' is one of those. */
+static bool parse_time_ms(const char *s, long long *out) {
+    static const char PATTERN[] = "dddd-dd-dd#dd:dd:dd:ddd";
+    if (strcmp(s, "now") == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        *out = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        return true;
+    }
+    if (s[0] >= '0' && s[0] <= '9' && parse_int(s, out)) return true;
+    if (strlen(s) != sizeof(PATTERN) - 1) return false;
+    for (size_t i = 0; PATTERN[i]; i++) {
+        bool digit = s[i] >= '0' && s[i] <= '9';
+        if (PATTERN[i] == 'd' ? !digit : s[i] != PATTERN[i]) return false;
+    }
+    int y, mon, d, h, min, sec, ms;
+    if (sscanf(s, "%d-%d-%d#%d:%d:%d:%d", &y, &mon, &d, &h, &min, &sec, &ms) != 7) return false;
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mon - 1;
+    tm.tm_mday = d;
+    tm.tm_hour = h;
+    tm.tm_min = min;
+    tm.tm_sec = sec;
+    tm.tm_isdst = -1;
+    time_t secs = mktime(&tm);
+    /* mktime normalises: a field out of range (Feb 30, 25:00) shows as a change. */
+    if (secs == (time_t)-1 || tm.tm_year != y - 1900 || tm.tm_mon != mon - 1 ||
+        tm.tm_mday != d || tm.tm_hour != h || tm.tm_min != min || tm.tm_sec != sec) {
+        return false;
+    }
+    *out = (long long)secs * 1000 + ms;
+    return true;
+}
+
+static int cmd_reset_offset_by_time(Admin *a) {
+    long long ms = 0;
+    if (!parse_time_ms(a->opt['s'], &ms)) {
+        return bad_flags(a, "-s needs epoch milliseconds, yyyy-MM-dd#HH:mm:ss:SSS or now, not",
+                         a->opt['s']);
+    }
+    json_t *body = json_object();
+    json_object_set_new(body, "topic", json_string(a->opt['t']));
+    json_object_set_new(body, "timestamp", json_integer(ms));
+    json_t *root = NULL;
+    int rc = fetch(a, "POST", name_path("groups", a->opt['g'], "/offsets/reset"), body, a->json,
+                   &root);
+    if (rc != 0 || !root) return rc;
+    if (json_is_array(root)) {
+        print_rows(root, OFFSET_COLS, N_COLS(OFFSET_COLS));
+    } else {
+        print_kv(root);
+    }
+    json_decref(root);
+    return 0;
+}
+
+static int cmd_cluster_list(Admin *a) {
+    json_t *root = NULL;
+    int rc = get_json(a, strdup("/v1/cluster"), &root);
+    if (rc != 0 || !root) return rc;
+    /* One row per broker, with its cluster's and broker group's names. */
+    json_t *rows = json_array();
+    size_t i;
+    json_t *cl;
+    json_array_foreach(json_object_get(root, "clusters"), i, cl) {
+        size_t j;
+        json_t *bg;
+        json_array_foreach(json_object_get(cl, "brokerGroups"), j, bg) {
+            size_t k;
+            json_t *b;
+            json_array_foreach(json_object_get(bg, "brokers"), k, b) {
+                json_t *row = row_with(rows, b, "cluster", json_object_get(cl, "clusterName"));
+                json_object_set(row, "brokerName", json_object_get(bg, "brokerName"));
+            }
+        }
+    }
+    print_rows(rows, CLUSTER_COLS, N_COLS(CLUSTER_COLS));
+    json_decref(rows);
+    json_decref(root);
+    return 0;
+}
+
+/* Acknowledges the received 'msgs' of topic -t for group -g.  Returns 0,
+ * or EXIT_FAIL when the ack failed or left some unacknowledged (printed). */
+static int ack_messages(const Admin *a, const json_t *msgs) {
+    if (json_array_size(msgs) == 0) return 0;
+    json_t *handles = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) json_array_append(handles, json_object_get(m, "receiptHandle"));
+    json_t *body = json_object();
+    json_object_set_new(body, "topic", json_string(a->opt['t']));
+    json_object_set_new(body, "receiptHandles", handles);
+    json_t *root = NULL;
+    int rc = fetch(a, "POST", name_path("groups", a->opt['g'], "/ack"), body, false, &root);
+    if (rc != 0) return rc;
+    size_t failed = 0;
+    json_t *r;
+    json_array_foreach(json_object_get(root, "results"), i, r) {
+        const char *st = json_string_value(json_object_get(r, "status"));
+        if (!st || strcmp(st, "OK") != 0) {
+            fprintf(stderr, "petrel admin: not acknowledged: %s (%s)\n",
+                    json_string_value(json_object_get(r, "receiptHandle")), st ? st : "?");
+            failed++;
+        }
+    }
+    json_decref(root);
+    return failed ? EXIT_FAIL : 0;
+}
+
+static int cmd_consume_message(Admin *a) {
+    long long count = 1;
+    long long wait_ms = ADMIN_CONSUME_WAIT_MS;
+    int rc = int_flag(a, 'c', &count);
+    if (rc == EXIT_USAGE) return rc;
+    if (count < 1 || count > ADMIN_CONSUME_MAX) {
+        return bad_flags(a, "-c must be in 1..1000, not", a->opt['c']);
+    }
+    rc = int_flag(a, 'w', &wait_ms);
+    if (rc == EXIT_USAGE) return rc;
+    if (wait_ms < 0) return bad_flags(a, "-w must be 0 or more, not", a->opt['w']);
+    json_t *body = json_object();
+    json_object_set_new(body, "topic", json_string(a->opt['t']));
+    json_object_set_new(body, "maxMessages", json_integer(count));
+    json_object_set_new(body, "waitMs", json_integer(wait_ms));
+    json_t *root = NULL;
+    rc = fetch(a, "POST", name_path("groups", a->opt['g'], "/receive"), body, false, &root);
+    if (rc != 0) return rc;
+    json_t *msgs = json_object_get(root, "messages");
+    if (a->json) {
+        if (msgs) {
+            print_json(msgs);
+        } else {
+            printf("[]\n");
+        }
+    } else if (json_array_size(msgs) == 0) {
+        printf("no message\n");
+    } else {
+        print_rows(msgs, CONSUME_COLS, N_COLS(CONSUME_COLS));
+    }
+    rc = ack_messages(a, msgs);
+    json_decref(root);
+    return rc;
+}
+
 static const AdminCmd commands[] = {
     {"updateTopic", "trwpo", "t", "-t TOPIC [-r N] [-w N] [-p RW|R|W|6|4|2] [-o true|false]",
-     "create or update a topic (PUT /v1/topics/{topic})", cmd_update_topic},
+     "create or update a topic (PUT /v1/topics/{topic})", cmd_update_topic, false},
     {"deleteTopic", "t", "t", "-t TOPIC", "delete a topic (DELETE /v1/topics/{topic})",
-     cmd_delete_topic},
-    {"topicList", "", "", "", "list the topics (GET /v1/topics)", cmd_topic_list},
+     cmd_delete_topic, false},
+    {"topicList", "", "", "", "list the topics (GET /v1/topics)", cmd_topic_list, true},
     {"topicStatus", "t", "t", "-t TOPIC",
-     "offsets of a topic's queues (GET /v1/topics/{topic}/queues)", cmd_topic_status},
+     "offsets of a topic's queues (GET /v1/topics/{topic}/queues)", cmd_topic_status, false},
+    {"topicRoute", "t", "t", "-t TOPIC",
+     "a topic's brokers and queue counts (GET /v1/topics/{topic}: route)",
+     cmd_topic_route, true},
     {"updateSubGroup", "grqods", "g",
      "-g GROUP [-r retryMaxTimes] [-q retryQueueNums] [-o orderly] [-d broadcast]"
      " [-s consumeEnable]",
-     "create or update a consumer group (PUT /v1/groups/{group})", cmd_update_sub_group},
+     "create or update a consumer group (PUT /v1/groups/{group})", cmd_update_sub_group, false},
     {"deleteSubGroup", "g", "g", "-g GROUP", "delete a consumer group (DELETE /v1/groups/{group})",
-     cmd_delete_sub_group},
+     cmd_delete_sub_group, false},
     {"consumerProgress", "gt", "g", "-g GROUP [-t TOPIC]",
      "consume progress and lag per queue (GET /v1/groups/{group}/progress)",
-     cmd_consumer_progress},
+     cmd_consumer_progress, false},
+    {"resetOffsetByTime", "gts", "gts", "-g GROUP -t TOPIC -s epochMs|yyyy-MM-dd#HH:mm:ss:SSS|now",
+     "move a group's offsets to a time (POST /v1/groups/{group}/offsets/reset)",
+     cmd_reset_offset_by_time, false},
     {"queryMsgById", "i", "i", "-i MSGID", "a message by its id (GET /v1/messages/{msgId})",
-     cmd_query_msg_by_id},
+     cmd_query_msg_by_id, false},
     {"queryMsgByKey", "tk", "tk", "-t TOPIC -k KEY",
-     "messages of a topic by key (GET /v1/topics/{topic}/messages?key=)", cmd_query_msg_by_key},
+     "messages of a topic by key (GET /v1/topics/{topic}/messages?key=)", cmd_query_msg_by_key,
+     false},
     {"sendMessage", "tpcki", "tp", "-t TOPIC -p BODY [-c TAG] [-k KEY,KEY] [-i queueId]",
-     "send one message (POST /v1/topics/{topic}/messages)", cmd_send_message},
+     "send one message (POST /v1/topics/{topic}/messages)", cmd_send_message, false},
+    {"consumeMessage", "tgcw", "tg", "-t TOPIC -g GROUP [-c COUNT 1..1000 (1)] [-w waitMs (3000)]",
+     "receive messages, then ack them (POST /v1/groups/{group}/receive, /ack)",
+     cmd_consume_message, false},
     {"brokerStatus", "", "", "", "broker identity, configuration and figures (GET /v1/broker)",
-     cmd_broker_status},
+     cmd_broker_status, false},
+    {"clusterList", "", "", "", "clusters, broker groups and brokers (GET /v1/cluster)",
+     cmd_cluster_list, true},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 static void usage_all(FILE *out) {
-    fprintf(out, "usage: petrel admin <command> [flags] [-b HOST:PORT] [--json]\n\ncommands:\n");
+    fprintf(out, "usage: petrel admin <command> [flags] [-b HOST:PORT | -n HOST:PORT] [--json]\n\n"
+                 "commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++) {
         fprintf(out, "  %-17s %s\n", commands[i].name, commands[i].summary);
     }
-    fprintf(out, "\nThe broker is -b HOST:PORT, else $PETREL_ADDR, else %s.\n"
+    fprintf(out, "\nThe broker is -b HOST:PORT, else -n HOST:PORT, else $PETREL_ADDR, else %s.\n"
+                 "-n names the name server.  Petrel has no separate name server process yet:\n"
+                 "`petrel standalone` serves the name-server and broker endpoints in one\n"
+                 "process, so -n works wherever -b does.  With both, -b wins, except for\n"
+                 "topicList, topicRoute and clusterList (name-server commands): -n wins.\n"
                  "--json prints the broker's JSON answer as is.\n"
                  "'petrel admin help <command>' lists the flags of a command.\n",
             ADMIN_DEFAULT_ADDR);
@@ -761,17 +1094,29 @@ static const AdminCmd *find_cmd(const char *name) {
     return NULL;
 }
 
-/* Reads -b and --json at argv[*i] (advancing past a value).  Returns 1
- * when it was one of them, 0 when not, EXIT_USAGE when -b has no value. */
+/* Reads -b, -n and --json at argv[*i] (advancing past a value).  Returns
+ * 1 when it was one of them, 0 when not, EXIT_USAGE when -b or -n has no
+ * value. */
 static int common_flag(Admin *a, int argc, char **argv, int *i) {
     if (strcmp(argv[*i], "--json") == 0) {
         a->json = true;
         return 1;
     }
-    if (strcmp(argv[*i], "-b") != 0) return 0;
+    bool broker = strcmp(argv[*i], "-b") == 0;
+    if (!broker && strcmp(argv[*i], "-n") != 0) return 0;
     if (*i + 1 >= argc) return EXIT_USAGE;
-    a->addr = argv[++*i];
+    *(broker ? &a->broker_addr : &a->namesrv_addr) = argv[++*i];
     return 1;
+}
+
+/* Picks the address of the command's request: -b or -n (the command's
+ * preference first), else $PETREL_ADDR, else the default. */
+static void pick_addr(Admin *a) {
+    const char *env = getenv("PETREL_ADDR");
+    const char *first = a->cmd->namesrv ? a->namesrv_addr : a->broker_addr;
+    const char *second = a->cmd->namesrv ? a->broker_addr : a->namesrv_addr;
+    a->addr = first ? first : second ? second : env && *env ? env : ADMIN_DEFAULT_ADDR;
+    a->peer = a->addr == a->namesrv_addr ? "name server" : "broker";
 }
 
 /* Parses the command's flags from 'argv'.  Returns 0, 3 for --help
@@ -804,14 +1149,12 @@ static int parse_flags(Admin *a, int argc, char **argv) {
 int admin_main(int argc, char **argv) {
     Admin a;
     memset(&a, 0, sizeof(a));
-    const char *env = getenv("PETREL_ADDR");
-    a.addr = env && *env ? env : ADMIN_DEFAULT_ADDR;
     int i = 1;
     for (; i < argc; i++) {
         int rc = common_flag(&a, argc, argv, &i);
         if (rc == 0) break;
         if (rc == EXIT_USAGE) {
-            fprintf(stderr, "petrel admin: -b needs a value\n");
+            fprintf(stderr, "petrel admin: %s needs a value\n", argv[i]);
             usage_all(stderr);
             return EXIT_USAGE;
         }
@@ -844,6 +1187,7 @@ int admin_main(int argc, char **argv) {
     int rc = parse_flags(&a, argc - i - 1, argv + i + 1);
     if (rc == 3) return EXIT_OK;
     if (rc != 0) return rc;
+    pick_addr(&a);
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "petrel admin: cannot initialise libcurl\n");
         return EXIT_FAIL;

@@ -2,7 +2,8 @@
  * test_admin.c - end-to-end tests of `petrel admin` against a real petrel:
  * every command in both output forms (the aligned table or key: value
  * lines, and --json), the broker's refusals (exit 1 with its message),
- * an unreachable broker, usage errors (exit 2) and PETREL_ADDR.
+ * an unreachable broker or name server, usage errors (exit 2), -b / -n
+ * precedence and PETREL_ADDR.
  * Each case starts its own server in its own temporary directory.
  */
 #define _GNU_SOURCE
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "e2e.h"
@@ -25,26 +27,31 @@ static int setup(void **state) {
     return e2e_case_setup(state, "e2e-admin");
 }
 
-/* Runs `petrel admin <args...> -b 127.0.0.1:<port of c>` ('args'
- * NULL-terminated) and asserts exit status 'want' (printing the output
- * otherwise); returns stdout and stderr together (caller frees). */
-#define ADMIN_OK(c, ...) admin_expect((c), 0, __VA_ARGS__, NULL)
-#define ADMIN_FAILS(c, st, ...) admin_expect((c), (st), __VA_ARGS__, NULL)
-static char *admin_expect(E2eCase *c, int want, ...) {
+/* Runs `petrel admin <args...> <flag> 127.0.0.1:<port of c>` ('args'
+ * NULL-terminated; 'flag' -b or -n, NULL: no address added) and asserts
+ * exit status 'want' (printing the output otherwise); returns stdout and
+ * stderr together (caller frees). */
+#define ADMIN_OK(c, ...) admin_expect((c), 0, "-b", __VA_ARGS__, NULL)
+#define ADMIN_FAILS(c, st, ...) admin_expect((c), (st), "-b", __VA_ARGS__, NULL)
+#define ADMIN_N(c, st, ...) admin_expect((c), (st), "-n", __VA_ARGS__, NULL)
+#define ADMIN_RAW(c, st, ...) admin_expect((c), (st), NULL, __VA_ARGS__, NULL)
+static char *admin_expect(E2eCase *c, int want, const char *flag, ...) {
     const char *args[MAX_ARGS];
     char addr[64];
     int n = 0;
     args[n++] = "admin";
     va_list ap;
-    va_start(ap, want);
+    va_start(ap, flag);
     for (const char *a = va_arg(ap, const char *); a && n < MAX_ARGS - 3;
          a = va_arg(ap, const char *)) {
         args[n++] = a;
     }
     va_end(ap);
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", c->srv.port);
-    args[n++] = "-b";
-    args[n++] = addr;
+    if (flag) {
+        args[n++] = flag;
+        args[n++] = addr;
+    }
     args[n] = NULL;
     char *out = NULL;
     int st = e2e_run(args, &out);
@@ -142,6 +149,16 @@ static char *server_message(E2eCase *c, const char *path) {
     json_decref(root);
     e2e_response_free(&r);
     return copy;
+}
+
+/* Asserts that 'out' (freed) has the broker's message for GET 'path' and
+ * the error 'code' ("404 TOPIC_NOT_FOUND"). */
+static void assert_refused(E2eCase *c, char *out, const char *path, const char *code) {
+    char *msg = server_message(c, path);
+    assert_contains(out, msg);
+    assert_contains(out, code);
+    free(msg);
+    free(out);
 }
 
 /* ---- cases ---------------------------------------------------------------*/
@@ -377,6 +394,255 @@ static void test_admin_broker_status(void **state) {
     e2e_stop_ok(c);
 }
 
+/* How many lines of 'out' contain 's'. */
+static int count_lines(const char *out, const char *s) {
+    int n = 0;
+    for (const char *line = out; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        const char *hit = strstr(line, s);
+        if (hit && hit < line + len) n++;
+        line = end ? end + 1 : NULL;
+    }
+    return n;
+}
+
+static void test_admin_topic_route(void **state) {
+    E2eCase *c = *state;
+    e2e_case_start(c, NULL);
+    e2e_create_topic(c, "T", 3);
+    char *out = ADMIN_OK(c, "topicRoute", "-t", "T", "--json");
+    json_t *route = parse(out);
+    free(out);
+    assert_null(json_object_get(route, "topic")); /* the route, not the whole topic */
+    json_t *bd = json_array_get(json_object_get(route, "brokerDatas"), 0);
+    assert_string_equal(e2e_str(bd, "cluster"), "DefaultCluster");
+    assert_string_equal(e2e_str(bd, "brokerName"), "broker-a");
+    const char *addr = e2e_str(json_object_get(bd, "brokerAddrs"), "0");
+    assert_non_null(addr);
+    json_t *qd = json_array_get(json_object_get(route, "queueDatas"), 0);
+    assert_int_equal(e2e_num(qd, "readQueueNums"), 3);
+    assert_int_equal(e2e_num(qd, "writeQueueNums"), 3);
+
+    out = ADMIN_OK(c, "topicRoute", "-t", "T");
+    assert_row(out, "brokerDatas:");
+    assert_row(out, "cluster brokerName brokerId address");
+    char row[160];
+    snprintf(row, sizeof(row), "DefaultCluster broker-a 0 %s", addr);
+    assert_row(out, row);
+    assert_row(out, "queueDatas:");
+    assert_row(out, "brokerName readQueueNums writeQueueNums perm");
+    assert_row(out, "broker-a 3 3 RW");
+    free(out);
+    /* -n (the name server: standalone serves it) works as -b does. */
+    out = ADMIN_N(c, 0, "topicRoute", "-t", "T");
+    assert_row(out, row);
+    free(out);
+    json_decref(route);
+
+    out = ADMIN_FAILS(c, 1, "topicRoute", "-t", "Nope");
+    assert_refused(c, out, "/v1/topics/Nope", "(HTTP 404 TOPIC_NOT_FOUND)");
+    out = ADMIN_FAILS(c, 1, "topicRoute", "-t", "Nope", "--json");
+    assert_refused(c, out, "/v1/topics/Nope", "(HTTP 404 TOPIC_NOT_FOUND)");
+    out = ADMIN_FAILS(c, 2, "topicRoute");
+    assert_contains(out, "missing required flag '-t'");
+    free(out);
+    e2e_stop_ok(c);
+}
+
+static void test_admin_cluster_list(void **state) {
+    E2eCase *c = *state;
+    e2e_case_start(c, NULL);
+    char *out = ADMIN_OK(c, "clusterList", "--json");
+    json_t *j = parse(out);
+    free(out);
+    json_t *cl = json_array_get(json_object_get(j, "clusters"), 0);
+    assert_string_equal(e2e_str(cl, "clusterName"), "DefaultCluster");
+    json_t *bg = json_array_get(json_object_get(cl, "brokerGroups"), 0);
+    assert_string_equal(e2e_str(bg, "brokerName"), "broker-a");
+    json_t *b = json_array_get(json_object_get(bg, "brokers"), 0);
+    assert_int_equal(e2e_num(b, "brokerId"), 0);
+    assert_string_equal(e2e_str(b, "role"), "ASYNC_MASTER");
+    assert_non_null(e2e_str(b, "address"));
+    assert_non_null(e2e_str(b, "version"));
+    assert_true(e2e_num(b, "lastHeartbeat") > 0);
+    char row[200];
+    snprintf(row, sizeof(row), "DefaultCluster broker-a 0 ASYNC_MASTER %s %s",
+             e2e_str(b, "address"), e2e_str(b, "version"));
+
+    out = ADMIN_OK(c, "clusterList");
+    assert_row(out, "cluster brokerName brokerId role address version produceTps consumeTps"
+                    " lastHeartbeat");
+    assert_row_prefix(out, row); /* then the rates and the heartbeat's local time */
+    assert_int_equal(count_lines(out, "DefaultCluster"), 1);
+    assert_contains(out, "."); /* rates with two decimals */
+    free(out);
+    out = ADMIN_N(c, 0, "clusterList");
+    assert_row_prefix(out, row);
+    free(out);
+    json_decref(j);
+    e2e_stop_ok(c);
+}
+
+/* Local time 'ms' as mqadmin's yyyy-MM-dd#HH:mm:ss:SSS into 'buf'. */
+static void mqadmin_time(long long ms, char *buf, size_t cap) {
+    time_t secs = (time_t)(ms / 1000);
+    struct tm tm;
+    assert_non_null(localtime_r(&secs, &tm));
+    char day[32];
+    assert_true(strftime(day, sizeof(day), "%Y-%m-%d#%H:%M:%S", &tm) > 0);
+    snprintf(buf, cap, "%s:%03d", day, (int)(ms % 1000));
+}
+
+static void test_admin_reset_offset_by_time(void **state) {
+    E2eCase *c = *state;
+    e2e_case_start(c, NULL);
+    e2e_create_topic(c, "T", 2);
+    json_decref(e2e_call(c, "PUT", "/v1/groups/G", E2E_JSON, "{}", 201));
+    const char *q0 = "{\"body\":\"m\",\"queueId\":0}";
+    json_decref(e2e_call(c, "POST", "/v1/topics/T/messages", E2E_JSON, q0, 200));
+    json_decref(e2e_call(c, "POST", "/v1/topics/T/messages", E2E_JSON, q0, 200));
+    json_decref(e2e_call(c, "POST", "/v1/topics/T/messages", E2E_JSON,
+                         "{\"body\":\"m\",\"queueId\":1}", 200));
+    e2e_sleep_ms(50);
+    char when[40];
+    mqadmin_time(e2e_wall_ms(), when, sizeof(when));
+    e2e_sleep_ms(50);
+    json_decref(e2e_call(c, "POST", "/v1/topics/T/messages", E2E_JSON, q0, 200));
+    e2e_wait_queue(c, "T", 0, 3);
+
+    char *out = ADMIN_OK(c, "resetOffsetByTime", "-g", "G", "-t", "T", "-s", "0");
+    assert_row(out, "topic queueId offset");
+    assert_row(out, "T 0 0");
+    assert_row(out, "T 1 0");
+    free(out);
+    /* Local time: queue 0's third message is the first at or after it. */
+    out = ADMIN_OK(c, "resetOffsetByTime", "-g", "G", "-t", "T", "-s", when);
+    assert_row(out, "T 0 2");
+    assert_row(out, "T 1 1");
+    free(out);
+    out = ADMIN_OK(c, "resetOffsetByTime", "-g", "G", "-t", "T", "-s", "now", "--json");
+    json_t *j = parse(out);
+    assert_int_equal(json_array_size(j), 2);
+    assert_string_equal(e2e_str(json_array_get(j, 0), "topic"), "T");
+    assert_int_equal(e2e_num(json_array_get(j, 0), "offset"), 3);
+    assert_int_equal(e2e_num(json_array_get(j, 1), "offset"), 1);
+    json_decref(j);
+    free(out);
+    out = ADMIN_OK(c, "consumerProgress", "-g", "G", "-t", "T");
+    assert_row(out, "totalLag: 0");
+    free(out);
+
+    out = ADMIN_FAILS(c, 1, "resetOffsetByTime", "-g", "G", "-t", "Nope", "-s", "now");
+    assert_refused(c, out, "/v1/topics/Nope", "(HTTP 404 TOPIC_NOT_FOUND)");
+    const char *bad[] = {"yesterday", "-5", "2026-02-30#10:00:00:000", "2026-01-01 10:00:00",
+                         "2026-01-01#10:00:00", "2026-01-01#10:00:00:0000"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        out = ADMIN_FAILS(c, 2, "resetOffsetByTime", "-g", "G", "-t", "T", "-s", bad[i]);
+        assert_contains(out, "usage: petrel admin resetOffsetByTime");
+        assert_contains(out, bad[i]);
+        free(out);
+    }
+    out = ADMIN_FAILS(c, 2, "resetOffsetByTime", "-t", "T", "-s", "now");
+    assert_contains(out, "missing required flag '-g'");
+    free(out);
+    e2e_stop_ok(c);
+}
+
+static void test_admin_consume_message(void **state) {
+    E2eCase *c = *state;
+    const char *const extra[] = {"--autoCreateSubscriptionGroup=false", NULL};
+    e2e_case_start(c, extra);
+    e2e_create_topic(c, "T", 1);
+    json_decref(e2e_call(c, "PUT", "/v1/groups/G", E2E_JSON, "{}", 201));
+    const char *long_body = "0123456789012345678901234567890123456789-and-the-rest";
+    char *out = ADMIN_OK(c, "sendMessage", "-t", "T", "-p", long_body, "-c", "TagA", "-k", "k1,k2");
+    free(out);
+    out = ADMIN_OK(c, "sendMessage", "-t", "T", "-p", "two");
+    free(out);
+    out = ADMIN_OK(c, "sendMessage", "-t", "T", "-p", "three", "-c", "TagC");
+    free(out);
+    e2e_wait_queue(c, "T", 0, 3);
+
+    out = ADMIN_OK(c, "consumeMessage", "-t", "T", "-g", "G", "-c", "2", "-w", "2000");
+    assert_row(out, "msgId queueId queueOffset tags keys body");
+    assert_contains(out, "TagA  k1,k2  0123456789012345678901234567890123456789...\n");
+    assert_null(strstr(out, "and-the-rest"));
+    assert_contains(out, "two");
+    assert_null(strstr(out, "three"));
+    free(out);
+    out = ADMIN_OK(c, "consumeMessage", "-t", "T", "-g", "G", "-c", "5", "-w", "2000", "--json");
+    json_t *j = parse(out);
+    assert_int_equal(json_array_size(j), 1);
+    assert_string_equal(e2e_str(json_array_get(j, 0), "body"), "three");
+    assert_int_equal(e2e_num(json_array_get(j, 0), "queueOffset"), 2);
+    json_decref(j);
+    free(out);
+    /* All three were acked: the group's offset moved past them, none in flight. */
+    out = ADMIN_OK(c, "consumerProgress", "-g", "G", "-t", "T");
+    assert_row_prefix(out, "T 0 3 3 0 0");
+    free(out);
+    out = ADMIN_OK(c, "consumeMessage", "-t", "T", "-g", "G", "-w", "100");
+    assert_row(out, "no message");
+    free(out);
+    out = ADMIN_OK(c, "consumeMessage", "-t", "T", "-g", "G", "-w", "100", "--json");
+    j = parse(out);
+    assert_int_equal(json_array_size(j), 0);
+    json_decref(j);
+    free(out);
+    /* The whole body in --json. */
+    json_decref(e2e_call(c, "POST", "/v1/topics/T/messages", E2E_JSON,
+                         "{\"body\":\"0123456789012345678901234567890123456789-and-the-rest\"}",
+                         200));
+    out = ADMIN_OK(c, "consumeMessage", "-t", "T", "-g", "G", "--json");
+    j = parse(out);
+    assert_string_equal(e2e_str(json_array_get(j, 0), "body"), long_body);
+    json_decref(j);
+    free(out);
+
+    out = ADMIN_FAILS(c, 1, "consumeMessage", "-t", "T", "-g", "Nope", "-w", "0");
+    assert_refused(c, out, "/v1/groups/Nope", "(HTTP 404 GROUP_NOT_FOUND)");
+    out = ADMIN_FAILS(c, 1, "consumeMessage", "-t", "Nope", "-g", "G", "-w", "0", "--json");
+    assert_refused(c, out, "/v1/topics/Nope", "(HTTP 404 TOPIC_NOT_FOUND)");
+    out = ADMIN_FAILS(c, 2, "consumeMessage", "-t", "T");
+    assert_contains(out, "missing required flag '-g'");
+    free(out);
+    out = ADMIN_FAILS(c, 2, "consumeMessage", "-t", "T", "-g", "G", "-c", "1001");
+    assert_contains(out, "1..1000");
+    free(out);
+    out = ADMIN_FAILS(c, 2, "consumeMessage", "-t", "T", "-g", "G", "-w", "soon");
+    assert_contains(out, "integer");
+    free(out);
+    e2e_stop_ok(c);
+}
+
+/* -b and -n together: -b wins for a broker command, -n for a name-server
+ * one; an unreachable one is named for what it is. */
+static void test_admin_broker_and_namesrv_flags(void **state) {
+    E2eCase *c = *state;
+    e2e_case_start(c, NULL);
+    e2e_create_topic(c, "T", 1);
+    char good[64];
+    snprintf(good, sizeof(good), "127.0.0.1:%d", c->srv.port);
+    char *out = ADMIN_RAW(c, 0, "brokerStatus", "-b", good, "-n", "127.0.0.1:1");
+    assert_row(out, "brokerName: broker-a");
+    free(out);
+    out = ADMIN_RAW(c, 1, "brokerStatus", "-n", good, "-b", "127.0.0.1:1");
+    assert_contains(out, "cannot reach broker at 127.0.0.1:1");
+    free(out);
+    out = ADMIN_RAW(c, 0, "-b", "127.0.0.1:1", "-n", good, "topicRoute", "-t", "T");
+    assert_row(out, "broker-a 1 1 RW");
+    free(out);
+    out = ADMIN_RAW(c, 1, "clusterList", "-n", "127.0.0.1:1", "-b", good);
+    assert_contains(out, "cannot reach name server at 127.0.0.1:1");
+    free(out);
+    /* -n alone serves a broker command too. */
+    out = ADMIN_N(c, 0, "topicStatus", "-t", "T");
+    assert_row(out, "0 0 0 -");
+    free(out);
+    e2e_stop_ok(c);
+}
+
 /* A port nothing listens on: bound, then closed. */
 static int closed_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -400,6 +666,22 @@ static void test_admin_unreachable_and_usage_errors(void **state) {
     snprintf(want, sizeof(want), "cannot reach broker at 127.0.0.1:%d: ", c->srv.port);
     assert_contains(out, want);
     free(out);
+
+    /* The address of the brief: nothing listens on port 1. */
+    const char *cmds[][7] = {{"consumeMessage", "-t", "T", "-g", "G", NULL},
+                             {"resetOffsetByTime", "-t", "T", "-g", "G", "-s", "now"},
+                             {"topicRoute", "-t", "T", NULL},
+                             {"clusterList", NULL}};
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        const char *args[12] = {"admin"};
+        size_t n = 1;
+        for (size_t k = 0; k < 7 && cmds[i][k]; k++) args[n++] = cmds[i][k];
+        args[n++] = "-b";
+        args[n++] = "127.0.0.1:1";
+        assert_int_equal(e2e_run(args, &out), 1);
+        assert_contains(out, "cannot reach broker at 127.0.0.1:1: ");
+        free(out);
+    }
 
     out = ADMIN_FAILS(c, 2, "noSuchCommand");
     assert_contains(out, "unknown command 'noSuchCommand'");
@@ -433,7 +715,9 @@ static void test_admin_unreachable_and_usage_errors(void **state) {
     assert_int_equal(e2e_run(help, &out), 0);
     const char *names[] = {"updateTopic", "deleteTopic", "topicList", "topicStatus",
                            "updateSubGroup", "deleteSubGroup", "consumerProgress",
-                           "queryMsgById", "queryMsgByKey", "sendMessage", "brokerStatus"};
+                           "queryMsgById", "queryMsgByKey", "sendMessage", "brokerStatus",
+                           "topicRoute", "resetOffsetByTime", "clusterList", "consumeMessage",
+                           "-n HOST:PORT"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) assert_contains(out, names[i]);
     free(out);
     const char *bare[] = {"admin", NULL};
@@ -453,6 +737,13 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_admin_groups_and_progress, setup,
                                         e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_admin_broker_status, setup, e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_admin_topic_route, setup, e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_admin_cluster_list, setup, e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_admin_reset_offset_by_time, setup,
+                                        e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_admin_consume_message, setup, e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_admin_broker_and_namesrv_flags, setup,
+                                        e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_admin_unreachable_and_usage_errors, setup,
                                         e2e_case_teardown),
     };
