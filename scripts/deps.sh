@@ -3,8 +3,9 @@
 # As root it runs apt-get; otherwise it prints the exact command and fails.
 # Then it installs the pinned Node.js tools (npm ci) when they are missing.
 set -eu
+# chromium: the console's browser tests (driven by playwright-core from npm).
 PKGS="gcc make pkg-config libmicrohttpd-dev libjansson-dev libsqlite3-dev
-libcurl4-openssl-dev libcmocka-dev clang libclang-rt-14-dev curl wrk nodejs npm"
+libcurl4-openssl-dev libcmocka-dev clang libclang-rt-14-dev curl wrk nodejs npm chromium"
 missing=""
 for p in $PKGS; do
     # NodeSource's nodejs (on the project's machines) bundles npm and conflicts
@@ -14,7 +15,8 @@ for p in $PKGS; do
         missing="$missing $p"
     fi
 done
-# Node.js tools of `make test` (openapi.yaml lint, live response validation),
+# Node.js tools of `make test` (openapi.yaml lint, live response validation,
+# playwright-core for the browser tests),
 # pinned by package-lock.json: `npm ci` when node_modules is missing or older
 # than the lock file.  Needs the npm registry; fails with a clear message.
 npm_deps() {

@@ -11,6 +11,8 @@
 # binaries: "openapi-lint" (redocly lint of openapi.yaml) and, when e2e
 # binaries ran, "openapi-responses" (tests/schema/validate.mjs: the recorded
 # responses against openapi.yaml).  Their logs are build/test-logs/schema-*.log.
+# Last, with the e2e binaries, "console-browser": the web console in headless
+# chromium (tests/browser/*.test.mjs).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 logdir=${TEST_LOG_DIR:-build/test-logs}
@@ -85,6 +87,23 @@ node_case openapi-lint env REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=
     npx --no-install redocly lint openapi.yaml
 if [ -n "$record" ]; then
     node_case openapi-responses node tests/schema/validate.mjs "$abs_record"
+fi
+
+# The console's browser tests (tests/browser, node --test driving Debian's
+# chromium through playwright-core) against the same bin/petrel, when e2e
+# binaries ran: one line with node's pass/fail counts; screenshots and
+# timings.json go to <logdir>/console.
+if [ -n "$record" ] && compgen -G "$root/tests/browser/*.test.mjs" >/dev/null; then
+    log="$logdir/browser-console.log"
+    start=$(date +%s%N)
+    (cd "$root" && TEST_OUTPUT_DIR="$(cd "$logdir" && pwd)/console" \
+        node --test --test-reporter=tap tests/browser/) >"$log" 2>&1
+    rc=$?
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    p=$(grep -a -E '^# pass [0-9]+' "$log" | tail -1 | grep -o -E '[0-9]+')
+    f=$(grep -a -E '^# fail [0-9]+' "$log" | tail -1 | grep -o -E '[0-9]+')
+    report console-browser "$log" "$rc" "${p:-0}" "${f:-0}" "$ms"
+    grep -a -E '^# *console-timing|^console-timing' "$log" | sed 's/^# *//; s/^/     /'
 fi
 
 [ ${#bad[@]} -gt 0 ] && echo "failing: ${bad[*]}"
