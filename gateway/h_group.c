@@ -305,6 +305,61 @@ static bool find_group(GwRequest *r, const RtMatch *m, MetaGroup *g, enum MHD_Re
     return false;
 }
 
+/* Every (group, topic) that has offsets, sorted by group then topic:
+ * built once (meta_offset_pairs, one pass over the offset table) by a
+ * request that asks about every group, instead of one table scan per
+ * group. */
+typedef struct PairIndex {
+    char **groups; /* parallel arrays of owned copies */
+    char **topics;
+    size_t n, cap;
+    bool failed; /* out of memory while building */
+} PairIndex;
+
+static int pair_add(void *arg, const char *group, const char *topic) {
+    PairIndex *x = arg;
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? x->cap * 2 : 64;
+        char **g = realloc(x->groups, cap * sizeof(*g));
+        if (g) x->groups = g;
+        char **t = g ? realloc(x->topics, cap * sizeof(*t)) : NULL;
+        if (t) x->topics = t;
+        if (!g || !t) {
+            x->failed = true;
+            return 1;
+        }
+        x->cap = cap;
+    }
+    x->groups[x->n] = strdup(group);
+    x->topics[x->n] = strdup(topic);
+    if (!x->groups[x->n] || !x->topics[x->n]) {
+        free(x->groups[x->n]);
+        free(x->topics[x->n]);
+        x->failed = true;
+        return 1;
+    }
+    x->n++;
+    return 0;
+}
+
+static void pairs_free(PairIndex *x) {
+    for (size_t i = 0; i < x->n; i++) {
+        free(x->groups[i]);
+        free(x->topics[i]);
+    }
+    free(x->groups);
+    free(x->topics);
+}
+
+/* Fills '*x'; MQ_OK or MQ_ERR_NOMEM (nothing to free then). */
+static int pairs_build(Broker *b, PairIndex *x) {
+    memset(x, 0, sizeof(*x));
+    int rc = meta_offset_pairs(broker_meta(b), pair_add, x);
+    if (rc == MQ_OK && x->failed) rc = MQ_ERR_NOMEM;
+    if (rc != MQ_OK) pairs_free(x);
+    return rc;
+}
+
 /* ======================================================================
  * GET /v1/groups and GET /v1/groups/{group}
  * ====================================================================== */
@@ -313,16 +368,17 @@ static bool find_group(GwRequest *r, const RtMatch *m, MetaGroup *g, enum MHD_Re
  * failure is noted here. */
 typedef struct GroupListCtx {
     json_t *arr;
-    Broker *lag_of; /* ?lag=true: the broker to add each group's lag from */
-    bool failed;    /* out of memory: the list is incomplete */
+    Broker *lag_of;       /* ?lag=true: the broker to add each group's lag from */
+    const PairIndex *idx; /* and its (group, topic) pairs */
+    bool failed;          /* out of memory: the list is incomplete */
 } GroupListCtx;
 
-static bool add_group_lag(Broker *b, const MetaGroup *g, json_t *o);
+static bool add_group_lag(Broker *b, const PairIndex *idx, const MetaGroup *g, json_t *o);
 
 static int group_list_one(void *arg, const MetaGroup *g) {
     GroupListCtx *c = arg;
     json_t *one = group_json(g);
-    if (one && c->lag_of && !add_group_lag(c->lag_of, g, one)) {
+    if (one && c->lag_of && !add_group_lag(c->lag_of, c->idx, g, one)) {
         json_decref(one);
         one = NULL;
     }
@@ -347,13 +403,17 @@ enum MHD_Result h_group_list(GwRequest *r, const RtMatch *m) {
     if (lag && strcmp(lag, "true") != 0 && strcmp(lag, "false") != 0) {
         return gw_reply_error(r, 400, "INVALID_PARAMETER", "lag must be true or false");
     }
-    GroupListCtx c = {json_array(), NULL, false};
-    if (lag && strcmp(lag, "true") == 0) {
+    GroupListCtx c = {json_array(), NULL, NULL, false};
+    PairIndex idx = {0};
+    int rc = c.arr ? MQ_OK : MQ_ERR_NOMEM;
+    if (rc == MQ_OK && lag && strcmp(lag, "true") == 0) {
         c.lag_of = gw_broker(r);
+        c.idx = &idx;
         mb_expire(broker_members(c.lag_of), mq_now_ms());
+        rc = pairs_build(c.lag_of, &idx);
     }
-    if (!c.arr) return gw_reply_err(r, MQ_ERR_NOMEM, "groups");
-    int rc = group_list(broker_groups(gw_broker(r)), group_list_one, &c);
+    if (rc == MQ_OK) rc = group_list(broker_groups(gw_broker(r)), group_list_one, &c);
+    if (c.idx) pairs_free(&idx);
     if (rc != MQ_OK || c.failed) {
         json_decref(c.arr);
         return gw_reply_err(r, rc != MQ_OK ? rc : MQ_ERR_NOMEM, "groups");
@@ -600,12 +660,25 @@ static int consumer_topics(void *arg, const MbClientInfo *c) {
     return 0;
 }
 
-/* The topics 'group' reads: those it has offsets in and those a live
- * consumer subscribes to, sorted, each once (deleted topics included:
- * callers look each up).  MQ_OK or MQ_ERR_NOMEM; free with names_free. */
-static int group_topics(Broker *b, const char *group, NameList *out) {
+/* The topics 'group' reads: those it has offsets in (from 'idx' when
+ * given, else a scan of the offset table) and those a live consumer
+ * subscribes to, sorted, each once (deleted topics included: callers look
+ * each up).  MQ_OK or MQ_ERR_NOMEM; free with names_free. */
+static int group_topics(Broker *b, const PairIndex *idx, const char *group, NameList *out) {
     memset(out, 0, sizeof(*out));
-    int rc = meta_offset_list(broker_meta(b), group, NULL, offset_topic, out);
+    int rc = MQ_OK;
+    if (idx) {
+        size_t lo = 0, hi = idx->n; /* the first pair of 'group' */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (strcmp(idx->groups[mid], group) < 0) lo = mid + 1;
+            else hi = mid;
+        }
+        for (size_t i = lo; rc == MQ_OK && i < idx->n && strcmp(idx->groups[i], group) == 0; i++)
+            rc = names_add(out, idx->topics[i]) == 0 ? MQ_OK : MQ_ERR_NOMEM;
+    } else {
+        rc = meta_offset_list(broker_meta(b), group, NULL, offset_topic, out);
+    }
     if (rc == MQ_OK) rc = mb_list(broker_members(b), group, consumer_topics, out);
     if (rc != MQ_OK) {
         names_free(out);
@@ -691,7 +764,7 @@ static enum MHD_Result all_topics_progress(GwRequest *r, const MetaGroup *g) {
     Broker *b = gw_broker(r);
     NameList names;
     mb_expire(broker_members(b), mq_now_ms());
-    int rc = group_topics(b, g->name, &names);
+    int rc = group_topics(b, NULL, g->name, &names);
     if (rc != MQ_OK) return gw_reply_err(r, rc, g->name);
     json_t *topics = json_array();
     uint64_t total = 0;
@@ -716,9 +789,9 @@ static enum MHD_Result all_topics_progress(GwRequest *r, const MetaGroup *g) {
 /* Adds "totalLag" (over every topic the group reads) and "consumerCount"
  * to the group object 'o' of GET /v1/groups?lag=true.  False when out of
  * memory. */
-static bool add_group_lag(Broker *b, const MetaGroup *g, json_t *o) {
+static bool add_group_lag(Broker *b, const PairIndex *idx, const MetaGroup *g, json_t *o) {
     NameList names;
-    if (group_topics(b, g->name, &names) != MQ_OK) return false;
+    if (group_topics(b, idx, g->name, &names) != MQ_OK) return false;
     uint64_t lag = 0;
     uint64_t inflight = 0;
     for (size_t i = 0; i < names.len; i++) {
@@ -739,6 +812,7 @@ static bool add_group_lag(Broker *b, const MetaGroup *g, json_t *o) {
 
 typedef struct ReadersCtx {
     Broker *b;
+    const PairIndex *idx;
     const char *topic;
     int (*fn)(void *arg, const MetaGroup *g);
     void *arg;
@@ -748,7 +822,7 @@ typedef struct ReadersCtx {
 static int reader_one(void *arg, const MetaGroup *g) {
     ReadersCtx *c = arg;
     NameList names;
-    c->rc = group_topics(c->b, g->name, &names);
+    c->rc = group_topics(c->b, c->idx, g->name, &names);
     if (c->rc != MQ_OK) return 1;
     bool reads = bsearch(&c->topic, names.names, names.len, sizeof(*names.names), cmp_names);
     names_free(&names);
@@ -758,8 +832,12 @@ static int reader_one(void *arg, const MetaGroup *g) {
 int gw_topic_readers(Broker *b, const char *topic, int (*fn)(void *arg, const MetaGroup *g),
                      void *arg) {
     mb_expire(broker_members(b), mq_now_ms());
-    ReadersCtx c = {b, topic, fn, arg, MQ_OK};
-    int rc = group_list(broker_groups(b), reader_one, &c);
+    PairIndex idx;
+    int rc = pairs_build(b, &idx);
+    if (rc != MQ_OK) return rc;
+    ReadersCtx c = {b, &idx, topic, fn, arg, MQ_OK};
+    rc = group_list(broker_groups(b), reader_one, &c);
+    pairs_free(&idx);
     return rc != MQ_OK ? rc : c.rc;
 }
 

@@ -1157,6 +1157,53 @@ int meta_offset_list(Meta *m, const char *group, const char *topic,
     return MQ_OK;
 }
 
+static int cmp_pair(const void *a, const void *b) {
+    const char *x = *(const char *const *)a;
+    const char *y = *(const char *const *)b;
+    int c = strcmp(x, y); /* the groups */
+    return c != 0 ? c : strcmp(x + strlen(x) + 1, y + strlen(y) + 1);
+}
+
+int meta_offset_pairs(Meta *m, int (*fn)(void *arg, const char *group, const char *topic),
+                      void *arg) {
+    if (!m || !fn) return MQ_ERR_INVAL;
+    pthread_mutex_lock(&m->off_mu);
+    size_t n = 0;
+    size_t bytes = 0;
+    for (size_t i = 0; i < m->nbuckets; i++) {
+        for (const OffRow *r = m->buckets[i]; r; r = r->next) {
+            n++;
+            bytes += (size_t)r->group_len + r->topic_len + 2u;
+        }
+    }
+    /* Each entry points at a copy of "group NUL topic NUL". */
+    char **items = n > 0 ? malloc(n * sizeof(*items) + bytes) : NULL;
+    if (!items) {
+        pthread_mutex_unlock(&m->off_mu);
+        return n > 0 ? MQ_ERR_NOMEM : MQ_OK;
+    }
+    char *arena = (char *)(items + n);
+    size_t k = 0;
+    for (size_t i = 0; i < m->nbuckets; i++) {
+        for (const OffRow *r = m->buckets[i]; r; r = r->next) {
+            size_t len = (size_t)r->group_len + r->topic_len + 2u;
+            memcpy(arena, r->names, len);
+            items[k++] = arena;
+            arena += len;
+        }
+    }
+    pthread_mutex_unlock(&m->off_mu);
+    MQ_ASSERT(k == n);
+    qsort(items, n, sizeof(*items), cmp_pair);
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && cmp_pair(&items[i], &items[i - 1]) == 0) continue; /* another queue */
+        const char *group = items[i];
+        if (fn(arg, group, group + strlen(group) + 1) != 0) break;
+    }
+    free(items);
+    return MQ_OK;
+}
+
 typedef struct FlushItem {
     const OffRow *row; /* stays valid: the flush holds db_mu */
     uint64_t off;      /* the value copied out */

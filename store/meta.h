@@ -83,6 +83,12 @@ int meta_offset_get(Meta *m, const char *group, const char *topic, uint32_t queu
 int meta_offset_list(Meta *m, const char *group, const char *topic,
                      int (*fn)(void *arg, const char *topic, uint32_t queue_id, uint64_t off),
                      void *arg);
+/* meta_offset_pairs calls 'fn' once per distinct (group, topic) having
+ * offsets, in byte-wise (group, topic) order, until it returns non-zero:
+ * one pass over the table for "which topics does every group read".  The
+ * names are valid during the call only.  MQ_OK or MQ_ERR_NOMEM. */
+int meta_offset_pairs(Meta *m, int (*fn)(void *arg, const char *group, const char *topic),
+                      void *arg);
 
 /* meta_offsets_flush writes every dirty offset in one BEGIN IMMEDIATE ...
  * COMMIT.  Returns the number of rows written (>= 0) or MQ_ERR_DB. */

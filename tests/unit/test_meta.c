@@ -663,6 +663,42 @@ static void test_meta_offset_list_in_topic_and_queue_order(void **state) {
     meta_close(m);
 }
 
+typedef struct PairSeen {
+    char pair[8][48];
+    int count;
+    int stop_after; /* 0 = never stop */
+} PairSeen;
+
+static int collect_pair(void *arg, const char *group, const char *topic) {
+    PairSeen *s = arg;
+    if (s->count < 8) snprintf(s->pair[s->count], sizeof(s->pair[0]), "%s/%s", group, topic);
+    s->count++;
+    return s->stop_after && s->count >= s->stop_after;
+}
+
+static void test_meta_offset_pairs_once_each_in_group_topic_order(void **state) {
+    Fixture *f = *state;
+    Meta *m = open_ok(f->path, 0);
+    PairSeen empty = {0};
+    assert_int_equal(meta_offset_pairs(m, collect_pair, &empty), MQ_OK);
+    assert_int_equal(empty.count, 0);
+    assert_int_equal(meta_offset_set(m, "b", "t1", 0, 1), MQ_OK);
+    assert_int_equal(meta_offset_set(m, "a", "t2", 4, 1), MQ_OK);
+    assert_int_equal(meta_offset_set(m, "a", "t2", 0, 1), MQ_OK); /* another queue: one pair */
+    assert_int_equal(meta_offset_set(m, "a", "t10", 1, 1), MQ_OK);
+    assert_int_equal(meta_offset_set(m, "ab", "t1", 0, 1), MQ_OK);
+    PairSeen s = {0};
+    assert_int_equal(meta_offset_pairs(m, collect_pair, &s), MQ_OK);
+    const char *want[] = {"a/t10", "a/t2", "ab/t1", "b/t1"};
+    assert_int_equal(s.count, 4);
+    for (int i = 0; i < 4; i++) assert_string_equal(s.pair[i], want[i]);
+    PairSeen early = {.stop_after = 1};
+    assert_int_equal(meta_offset_pairs(m, collect_pair, &early), MQ_OK);
+    assert_int_equal(early.count, 1);
+    assert_int_equal(meta_offset_pairs(m, NULL, NULL), MQ_ERR_INVAL);
+    meta_close(m);
+}
+
 static void test_meta_group_delete_drops_its_offsets(void **state) {
     Fixture *f = *state;
     Meta *m = open_ok(f->path, 0);
@@ -896,6 +932,7 @@ int main(void) {
         CASE(test_meta_flusher_thread_persists_offsets),
         CASE(test_meta_offset_moves_backwards_and_persists),
         CASE(test_meta_offset_list_in_topic_and_queue_order),
+        CASE(test_meta_offset_pairs_once_each_in_group_topic_order),
         CASE(test_meta_group_delete_drops_its_offsets),
         CASE(test_meta_topic_delete_drops_its_offsets),
         CASE(test_meta_failed_flush_keeps_rows_dirty),
