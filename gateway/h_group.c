@@ -465,15 +465,42 @@ static int consumer_one(void *arg, const MbClientInfo *c) {
 
 /* GET /v1/groups/{group}: the group object plus "consumers", the live
  * clients (silent ones are dropped first). */
+/* The messages stored in topic 'name' (all queues), as JSON; null when
+ * the topic does not exist (a group's retry or DLQ topic before its first
+ * message). */
+static json_t *stored_count(Broker *b, const char *name) {
+    MetaTopic t;
+    if (topic_get(broker_topics(b), name, &t) != MQ_OK) return json_null();
+    MqSlice topic = mq_slice(t.name, strlen(t.name));
+    uint64_t n = 0;
+    uint32_t queues = t.read_queues > t.write_queues ? t.read_queues : t.write_queues;
+    for (uint32_t q = 0; q < queues; q++) {
+        uint64_t min = 0, max = 0;
+        store_queue_range(broker_store(b), topic, q, &min, &max);
+        n += max > min ? max - min : 0;
+    }
+    return json_integer((json_int_t)n);
+}
+
+/* GET /v1/groups/{group}: the group object plus "consumers" (live) and
+ * "retryMessages" / "dlqMessages" (stored in its retry and dead-letter
+ * topics; null while a topic does not exist). */
 enum MHD_Result h_group_get(GwRequest *r, const RtMatch *m) {
     MetaGroup g;
     enum MHD_Result ret;
     if (!find_group(r, m, &g, &ret)) return ret;
-    MbTable *mb = broker_members(gw_broker(r));
+    Broker *b = gw_broker(r);
+    MbTable *mb = broker_members(b);
     mb_expire(mb, mq_now_ms());
+    char retry[MSG_SYSTEM_NAME_MAX + 1];
+    char dlq[MSG_SYSTEM_NAME_MAX + 1];
+    group_retry_topic(g.name, retry, sizeof(retry));
+    group_dlq_topic(g.name, dlq, sizeof(dlq));
     json_t *root = group_json(&g);
     json_t *consumers = json_array();
     if (!root || !consumers || json_object_set_new(root, "consumers", consumers) != 0 ||
+        json_object_set_new(root, "retryMessages", stored_count(b, retry)) != 0 ||
+        json_object_set_new(root, "dlqMessages", stored_count(b, dlq)) != 0 ||
         mb_list(mb, g.name, consumer_one, consumers) != MQ_OK) {
         json_decref(root);
         return gw_reply_err(r, MQ_ERR_NOMEM, g.name);

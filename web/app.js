@@ -803,19 +803,6 @@
     await load();
   }
 
-  /* Message count of a system topic, or null when it does not exist yet. */
-  async function topicCount(topic) {
-    try {
-      const qs = await api('GET', '/v1/topics/' + enc(topic) + '/queues');
-      let n = 0;
-      for (const q of qs) n += q.maxOffset - q.minOffset;
-      return n;
-    } catch (e) {
-      if (e.status === 404) return null;
-      throw e;
-    }
-  }
-
   function progressHtml(p) {
     if (!p.topics.length) {
       return '<div class="empty">This group has no committed offsets and no live consumers yet. ' +
@@ -834,11 +821,9 @@
 
   async function renderGroup(c, name) {
     setTitle('Group ' + name);
-    const [g, p, retry, dlq] = await Promise.allSettled([
+    const [g, p] = await Promise.allSettled([
       api('GET', '/v1/groups/' + enc(name)),
       api('GET', '/v1/groups/' + enc(name) + '/progress'),
-      topicCount('%RETRY%' + name),
-      topicCount('%DLQ%' + name),
     ]);
     if (!c.alive()) return;
     const head = '<nav class="crumbs" aria-label="Breadcrumb"><a href="#/groups">Groups</a> / <span>' + esc(name) + '</span></nav>';
@@ -856,12 +841,10 @@
         td((x.subscriptions || []).map(s => esc(s.topic) + (s.expression ? ' <span class="muted">(' + esc(s.expression) + ')</span>' : '')).join('<br>') || '—') +
         td(esc(fmtTime(x.lastHeartbeat)), 'time') + '</tr>'),
       'No live consumers. A client appears here while it receives or sends heartbeats (dropped after 120 s of silence).');
-    const sysRow = (label, topic, r) => {
-      let count;
-      if (r.status === 'rejected') count = errorHtml(r.reason);
-      else if (r.value === null) count = '<span class="muted">none yet</span>';
-      else count = esc(fmtNum(r.value));
-      const browse = r.status === 'fulfilled' && r.value !== null
+    /* 'n': messages stored in the topic, null while it does not exist. */
+    const sysRow = (label, topic, n) => {
+      const count = n === null || n === undefined ? '<span class="muted">none yet</span>' : esc(fmtNum(n));
+      const browse = n !== null && n !== undefined
         ? '<a href="#/messages?topic=' + esc(enc(topic)) + '&amp;begin=0&amp;end=' + (Date.now() + 60000) + '">Browse</a>' : '';
       return '<tr>' + td(esc(label)) + td('<span class="mono">' + esc(topic) + '</span>') + td(count, 'num') + td(browse) + '</tr>';
     };
@@ -881,7 +864,7 @@
         ['Created', esc(fmtTime(grp.createdTimestamp))], ['Updated', esc(fmtTime(grp.updatedTimestamp))]]) + '</section>' +
       '<section class="card" aria-labelledby="sys-h"><h2 id="sys-h">Retry and dead-letter topics</h2>' +
       tableHtml('Retry and dead-letter topics', [['Kind'], ['Topic'], ['Messages', 'num'], ['']],
-        [sysRow('Retry', retryTopic, retry), sysRow('Dead letter', dlqTopic, dlq)], '') +
+        [sysRow('Retry', retryTopic, grp.retryMessages), sysRow('Dead letter', dlqTopic, grp.dlqMessages)], '') +
       '<p class="hint">"none yet" means no message of this group was retried or dead-lettered so far.</p></section></div>' +
       '<section class="card" aria-labelledby="cons-h"><h2 id="cons-h">Live consumers</h2>' + consumers + '</section>' +
       '<section class="card" aria-labelledby="prog-h"><h2 id="prog-h">Progress and lag</h2>' + progress + '</section>' +

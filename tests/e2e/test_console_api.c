@@ -271,6 +271,44 @@ static void test_readers_lag_and_track(void **state) {
                      404, "MESSAGE_NOT_FOUND");
 }
 
+/* GET /v1/groups/{g} counts the messages of its retry and DLQ topics:
+ * null before they exist, then what they store. */
+static void test_group_counts_retry_and_dlq_messages(void **state) {
+    E2eCase *f = *state;
+    e2e_case_start(f, NULL);
+    e2e_create_topic(f, "DlqT", 1);
+    json_decref(e2e_call(f, "PUT", "/v1/groups/DlqG", E2E_JSON, "{\"retryMaxTimes\":0}", 201));
+    json_t *g = e2e_call(f, "GET", "/v1/groups/DlqG", NULL, NULL, 200);
+    assert_true(json_is_null(json_object_get(g, "retryMessages")));
+    assert_true(json_is_null(json_object_get(g, "dlqMessages")));
+    json_decref(g);
+    produce(f, "DlqT", "", NULL);
+    produce(f, "DlqT", "", NULL);
+    e2e_wait_queue(f, "DlqT", 0, 2);
+    json_t *got = e2e_call(f, "POST", "/v1/groups/DlqG/receive", E2E_JSON,
+                           "{\"topic\":\"DlqT\",\"maxMessages\":2,\"waitMs\":0}", 200);
+    json_t *msgs = json_object_get(got, "messages");
+    assert_int_equal(json_array_size(msgs), 2);
+    for (size_t i = 0; i < 2; i++) {
+        char nack[256];
+        snprintf(nack, sizeof(nack), "{\"topic\":\"DlqT\",\"receiptHandle\":\"%s\"}",
+                 e2e_str(json_array_get(msgs, i), "receiptHandle"));
+        json_decref(e2e_call(f, "POST", "/v1/groups/DlqG/nack", E2E_JSON, nack, 200));
+    }
+    json_decref(got);
+    for (int tries = 0; tries < 100; tries++) { /* the DLQ copies are dispatched */
+        g = e2e_call(f, "GET", "/v1/groups/DlqG", NULL, NULL, 200);
+        long long n = e2e_num(g, "dlqMessages");
+        json_decref(g);
+        if (n == 2) break;
+        e2e_sleep_ms(50);
+    }
+    g = e2e_call(f, "GET", "/v1/groups/DlqG", NULL, NULL, 200);
+    assert_int_equal(e2e_num(g, "dlqMessages"), 2);
+    assert_true(json_is_null(json_object_get(g, "retryMessages")));
+    json_decref(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_rates_count_produce_and_consume_per_second, setup,
@@ -280,6 +318,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_cluster_and_route_name_this_broker, setup,
                                         e2e_case_teardown),
         cmocka_unit_test_setup_teardown(test_readers_lag_and_track, setup, e2e_case_teardown),
+        cmocka_unit_test_setup_teardown(test_group_counts_retry_and_dlq_messages, setup,
+                                        e2e_case_teardown),
     };
     return cmocka_run_group_tests_name("e2e-console-api", tests, NULL, NULL);
 }
