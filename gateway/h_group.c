@@ -498,6 +498,7 @@ enum MHD_Result h_group_get(GwRequest *r, const RtMatch *m) {
     group_dlq_topic(g.name, dlq, sizeof(dlq));
     json_t *root = group_json(&g);
     json_t *consumers = json_array();
+    if (!root) json_decref(consumers);
     if (!root || !consumers || json_object_set_new(root, "consumers", consumers) != 0 ||
         json_object_set_new(root, "retryMessages", stored_count(b, retry)) != 0 ||
         json_object_set_new(root, "dlqMessages", stored_count(b, dlq)) != 0 ||
