@@ -139,7 +139,7 @@ enum MHD_Result h_admin_broker(GwRequest *r, const RtMatch *m) {
         " s:{s:I, s:I, s:I, s:I, s:I, s:I},"
         " s:{s:I, s:I, s:o},"
         " s:{s:b, s:o, s:b, s:I}, s:{s:I, s:I, s:I, s:I},"
-        " s:{s:i, s:i}, s:o, s:I}",
+        " s:{s:i, s:i}, s:o, s:I, s:I}",
         "version", PETREL_VERSION,
         "mode", c->mode == CONF_MODE_BROKER ? "broker" : "standalone",
         "brokerClusterName", c->broker_cluster_name,
@@ -174,6 +174,7 @@ enum MHD_Result h_admin_broker(GwRequest *r, const RtMatch *m) {
         "inFlight", rt.in_flight,
         "suspended", rt.suspended,
         "topics", json_integer((json_int_t)topic_count(broker_topics(b))),
+        "groups", (json_int_t)group_count(broker_groups(b)),
         "rssAnonBytes", (json_int_t)rss);
     if (!root) {
         return gw_reply_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, "BUSY",

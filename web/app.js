@@ -430,38 +430,21 @@
       '<div id="rate-chart" class="chart-box"></div>' +
       '<p class="hint">Messages per second over the last 5 minutes, refreshed every 2 s; the figures are 10 s averages.</p></section>' +
       '<section aria-label="Broker figures"><div id="dash-stats" class="tiles"></div></section>';
-    let groupCount = null;
-    const [b, r, g] = await Promise.allSettled([
-      api('GET', '/v1/broker'),
-      api('GET', '/v1/broker/rates' + (rates.since !== null ? '?since=' + rates.since : '')),
-      api('GET', '/v1/groups'),
-    ]);
-    if (!c.alive()) return;
-    const errs = [];
-    if (r.status === 'fulfilled') mergeRates(r.value); else errs.push(errorHtml(r.reason, 'Rates'));
-    if (g.status === 'fulfilled') groupCount = g.value.length; else errs.push(errorHtml(g.reason, 'Groups'));
-    if (b.status === 'fulfilled') drawBroker(b.value, groupCount); else errs.push(errorHtml(b.reason, 'Broker'));
-    $('#dash-error').innerHTML = errs.join('');
-    drawRates();
-    let n = 0;
-    every(c, 2000, async () => {
-      n++;
-      const jobs = [api('GET', '/v1/broker/rates' + (rates.since !== null ? '?since=' + rates.since : '')),
-                    api('GET', '/v1/broker')];
-      if (n % 5 === 0) jobs.push(api('GET', '/v1/groups'));
-      const res = await Promise.allSettled(jobs);
+    /* /v1/broker carries the topic and group counts: no list is fetched. */
+    const refresh = async () => {
+      const [b, r] = await Promise.allSettled([
+        api('GET', '/v1/broker'),
+        api('GET', '/v1/broker/rates' + (rates.since !== null ? '?since=' + rates.since : '')),
+      ]);
       if (!c.alive()) return;
-      const e2 = [];
-      if (res[0].status === 'fulfilled') mergeRates(res[0].value); else e2.push(errorHtml(res[0].reason, 'Rates'));
-      if (res[2]) {
-        if (res[2].status === 'fulfilled') groupCount = res[2].value.length;
-        else e2.push(errorHtml(res[2].reason, 'Groups'));
-      }
-      if (res[1].status === 'fulfilled') drawBroker(res[1].value, groupCount);
-      else e2.push(errorHtml(res[1].reason, 'Broker'));
-      $('#dash-error').innerHTML = e2.join('');
+      const errs = [];
+      if (r.status === 'fulfilled') mergeRates(r.value); else errs.push(errorHtml(r.reason, 'Rates'));
+      if (b.status === 'fulfilled') drawBroker(b.value, b.value.groups); else errs.push(errorHtml(b.reason, 'Broker'));
+      $('#dash-error').innerHTML = errs.join('');
       drawRates();
-    });
+    };
+    await refresh();
+    every(c, 2000, refresh);
   }
 
   /* ================================================================ */

@@ -83,6 +83,11 @@ static void test_broker_describes_itself(void **state) {
     assert_int_equal(e2e_num(tr, "messagesOut"), 4);
     assert_int_equal(e2e_num(tr, "bytesOut"), 40);
     assert_int_equal(e2e_num(b, "topics"), 1);
+    assert_int_equal(e2e_num(b, "groups"), 0);
+    json_decref(b);
+    json_decref(e2e_call(f, "PUT", "/v1/groups/OpsG", E2E_JSON, "{}", 201));
+    b = e2e_call(f, "GET", "/v1/broker", NULL, NULL, 200);
+    assert_int_equal(e2e_num(b, "groups"), 1);
     json_decref(b);
 }
 

@@ -150,7 +150,14 @@ static void test_gw_console_serves_static_files(void **state) {
     assert_non_null(e2e_header(&r, "Content-Type", ct, sizeof(ct)));
     assert_true(strncmp(ct, "text/html", 9) == 0);
     assert_non_null(strstr(r.body, "Petrel console"));
-    assert_non_null(strstr(r.body, "/healthz"));
+    assert_non_null(strstr(r.body, "app.js"));
+    e2e_response_free(&r);
+
+    assert_int_equal(e2e_get(&f->srv, "/console/app.js", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(e2e_header(&r, "Content-Type", ct, sizeof(ct)));
+    assert_true(strncmp(ct, "text/javascript", 15) == 0);
+    assert_non_null(strstr(r.body, "/v1/broker/rates"));
     e2e_response_free(&r);
 
     assert_int_equal(e2e_get(&f->srv, "/console/index.html", &r), 0);
