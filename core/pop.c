@@ -1192,23 +1192,11 @@ size_t pop_keep(PopEngine *e, bool snap) {
     return moved;
 }
 
-/* '*ts' = 'ms' from now on CLOCK_MONOTONIC (the clock of stop_cv). */
-static void deadline_after(struct timespec *ts, uint32_t ms) {
-    int64_t t = mq_mono_ns() + (int64_t)ms * 1000000;
-    ts->tv_sec = (time_t)(t / 1000000000);
-    ts->tv_nsec = (long)(t % 1000000000);
-}
-
 static void *keeper_main(void *arg) {
     PopEngine *e = arg;
     int64_t last_snap = mq_mono_ns();
     pthread_mutex_lock(&e->stop_mu);
-    while (!e->stopping) {
-        struct timespec dl;
-        deadline_after(&dl, e->cfg.revive_interval_ms);
-        while (!e->stopping && pthread_cond_timedwait(&e->stop_cv, &e->stop_mu, &dl) != ETIMEDOUT) {
-        }
-        if (e->stopping) break;
+    while (!mq_wait_stop(&e->stop_cv, &e->stop_mu, &e->stopping, e->cfg.revive_interval_ms)) {
         pthread_mutex_unlock(&e->stop_mu);
         int64_t t = mq_mono_ns();
         bool snap = e->cfg.snapshot_interval_ms > 0 &&

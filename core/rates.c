@@ -92,19 +92,7 @@ int64_t rates_interval_ms(const RateSeries *s) {
  * Under stop_mu. */
 static bool sleep_to_boundary(RateSeries *s) {
     int64_t iv = s->cfg.interval_ms;
-    int64_t wait_ms = iv - mq_now_ms() % iv;
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += (time_t)(wait_ms / 1000);
-    dl.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
-    int rc = 0;
-    while (!s->stopping && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&s->stop_cv, &s->stop_mu, &dl);
-    return s->stopping;
+    return mq_wait_stop(&s->stop_cv, &s->stop_mu, &s->stopping, iv - mq_now_ms() % iv);
 }
 
 static void sample_now(RateSeries *s) {

@@ -449,8 +449,8 @@ static void *sched_main(void *arg) {
         while (!s->stopping) {
             int64_t wait_ms = min64(wake, atomic_load(&s->kick_ms)) - now_ms(s);
             if (wait_ms <= 0) break;
-            int64_t dl = mq_mono_ns() + wait_ms * 1000000;
-            struct timespec ts = {(time_t)(dl / 1000000000), (long)(dl % 1000000000)};
+            struct timespec ts;
+            mq_deadline_mono(&ts, wait_ms);
             if (pthread_cond_timedwait(&s->stop_cv, &s->stop_mu, &ts) == ETIMEDOUT) break;
         }
     }

@@ -823,8 +823,8 @@ static void *txn_main(void *arg) {
         if (wait_ms > IDLE_WAIT_MS) wait_ms = IDLE_WAIT_MS;
         if (wait_ms > TXN_FLUSH_MS) wait_ms = TXN_FLUSH_MS; /* unsignalled prepares */
         if (!e->head && !e->stopping && wait_ms > 0) {
-            int64_t dl = mq_mono_ns() + wait_ms * 1000000;
-            struct timespec ts = {(time_t)(dl / 1000000000), (long)(dl % 1000000000)};
+            struct timespec ts;
+            mq_deadline_mono(&ts, wait_ms);
             while (!e->head && !e->stopping &&
                    pthread_cond_timedwait(&e->cv, &e->mu, &ts) != ETIMEDOUT) {
             }

@@ -657,18 +657,7 @@ static void meta_free(Meta *m) {
 /* wait_or_stop sleeps 'ms' (monotonic) unless meta_close asks to stop;
  * true when it does.  Caller holds stop_mu. */
 static bool wait_or_stop(Meta *m, int64_t ms) {
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += (time_t)(ms / 1000);
-    dl.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
-    int rc = 0;
-    while (!m->stopping && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&m->stop_cv, &m->stop_mu, &dl);
-    return m->stopping;
+    return mq_wait_stop(&m->stop_cv, &m->stop_mu, &m->stopping, ms);
 }
 
 static void *flusher_main(void *arg) {

@@ -147,3 +147,17 @@ void mq_cond_init_mono(pthread_cond_t *c) {
     pthread_cond_init(c, &a);
     pthread_condattr_destroy(&a);
 }
+
+void mq_deadline_mono(struct timespec *ts, int64_t ms) {
+    int64_t t = mq_mono_ns() + ms * 1000000;
+    ts->tv_sec = (time_t)(t / 1000000000);
+    ts->tv_nsec = (long)(t % 1000000000);
+}
+
+bool mq_wait_stop(pthread_cond_t *cv, pthread_mutex_t *mu, const bool *stop, int64_t ms) {
+    struct timespec dl;
+    mq_deadline_mono(&dl, ms);
+    while (!*stop && pthread_cond_timedwait(cv, mu, &dl) != ETIMEDOUT) {
+    }
+    return *stop;
+}

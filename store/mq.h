@@ -129,6 +129,14 @@ int mq_rmtree(const char *path);
  * (so that wall-clock steps never stretch or cut a timed wait). */
 #include <pthread.h>
 void mq_cond_init_mono(pthread_cond_t *c);
+/* mq_deadline_mono sets '*ts' to 'ms' from now on CLOCK_MONOTONIC: the
+ * deadline for a timed wait on a mq_cond_init_mono condition. */
+#include <time.h>
+void mq_deadline_mono(struct timespec *ts, int64_t ms);
+/* mq_wait_stop waits on 'cv' (mq_cond_init_mono; 'mu' held) until
+ * '*stop' is set or 'ms' have passed, whichever is first; returns '*stop'.
+ * The sleep of every background thread that a close must wake. */
+bool mq_wait_stop(pthread_cond_t *cv, pthread_mutex_t *mu, const bool *stop, int64_t ms);
 /* mq_hash64 is FNV-1a over 'len' bytes: stable across runs and builds
  * (it is stored on disk as the consume-queue tag hash). */
 uint64_t mq_hash64(const void *p, size_t len);
