@@ -448,114 +448,187 @@
   }
 
   /* ================================================================ */
-  /* Topics                                                             */
+  /* Topics and groups: shared list page, forms, delete                 */
   /* ================================================================ */
 
-  function topicFormHtml(t) {
-    const edit = !!t;
-    t = t || { queues: 8, perm: 'RW', order: false };
-    const perm = p => '<option value="' + p + '"' + (t.perm === p ? ' selected' : '') + '>' + p + '</option>';
-    return '<form id="topic-form" class="form" novalidate>' +
-      '<div class="field"><label for="tf-name">Name</label>' +
-      '<input id="tf-name" name="name" required maxlength="127" autocomplete="off" spellcheck="false"' +
-      (edit ? ' readonly value="' + esc(t.topic) + '"' : '') + ' aria-describedby="tf-name-hint">' +
-      '<small id="tf-name-hint">Letters, digits, _ and -, at most 127.</small></div>' +
-      '<div class="field"><label for="tf-queues">Queues</label>' +
-      '<input id="tf-queues" name="queues" type="number" min="1" max="1024" required value="' + esc(t.queues) + '"></div>' +
-      '<div class="field"><label for="tf-perm">Permission</label><select id="tf-perm" name="perm">' +
-      perm('RW') + perm('R') + perm('W') + '</select></div>' +
-      '<div class="field check"><input id="tf-order" name="order" type="checkbox"' + (t.order ? ' checked' : '') +
-      '><label for="tf-order">Ordered topic</label></div>' +
-      '<div class="form-error"></div>' +
-      '<div class="actions"><button type="submit" class="btn primary">' + (edit ? 'Save' : 'Create topic') + '</button></div></form>';
+  /* TOPIC and GROUP (below) describe one kind of resource each: 'kind' and
+   * 'plural' name it in ids, texts and paths (/v1/<plural>/<name>), nameOf()
+   * reads an item's name, formHtml()/formBody() draw and read its form,
+   * deleteText() asks before a delete; the list page takes 'heading' (h1
+   * and table caption), 'listPath', 'refresh' (a Refresh button), 'cols',
+   * cells() (the row's cells between the name and the actions) and
+   * 'emptyHtml'. */
+
+  function cap(s) { return s.charAt(0).toUpperCase() + s.slice(1); }
+
+  function checkField(id, name, label, on) {
+    return '<div class="field check"><input id="' + id + '" name="' + name +
+      '" type="checkbox"' + (on ? ' checked' : '') + '><label for="' + id + '">' + label + '</label></div>';
   }
 
-  async function editTopic(t, after) {
-    await formDialog(t ? 'Edit topic' : 'New topic', topicFormHtml(t), async form => {
+  /* The create/edit form of 'spec': a name field ('p' is the id prefix,
+   * read-only when editing 'item'), then 'fields', an error box and submit. */
+  function resourceFormHtml(spec, item, p, maxLen, hint, fields) {
+    return '<form id="' + spec.kind + '-form" class="form" novalidate>' +
+      '<div class="field"><label for="' + p + '-name">Name</label>' +
+      '<input id="' + p + '-name" name="name" required maxlength="' + maxLen + '" autocomplete="off" spellcheck="false"' +
+      (item ? ' readonly value="' + esc(spec.nameOf(item)) + '"' : '') +
+      (hint ? ' aria-describedby="' + p + '-name-hint"><small id="' + p + '-name-hint">' + hint + '</small></div>' : '></div>') +
+      fields +
+      '<div class="form-error"></div>' +
+      '<div class="actions"><button type="submit" class="btn primary">' + (item ? 'Save' : 'Create ' + spec.kind) + '</button></div></form>';
+  }
+
+  /* Creates (item null) or edits 'item' through the form dialog with a PUT. */
+  async function editResource(spec, item, after) {
+    const kind = spec.kind;
+    await formDialog((item ? 'Edit ' : 'New ') + kind, spec.formHtml(item), async form => {
       const name = form.name.value.trim();
-      if (!name) throw new Error('Enter a topic name.');
-      const queues = Number(form.queues.value);
-      if (!Number.isInteger(queues)) throw new Error('Queues must be a whole number.');
-      const res = await api('PUT', '/v1/topics/' + enc(name),
-        { queues, perm: form.perm.value, order: form.order.checked });
-      toast((t ? 'Saved topic ' : 'Created topic ') + res.topic);
+      if (!name) throw new Error('Enter a ' + kind + ' name.');
+      const res = await api('PUT', '/v1/' + spec.plural + '/' + enc(name), spec.formBody(form));
+      toast((item ? 'Saved ' : 'Created ') + kind + ' ' + spec.nameOf(res));
       if (after) await after(res);
     });
   }
 
-  async function deleteTopic(name, after) {
-    if (!await confirmDialog('Delete topic?', 'Delete topic "' + name +
-      '" and its queues? Messages can no longer be consumed from it.', 'Delete topic')) return;
+  /* Asks, then deletes 'name'; the outcome is a toast. */
+  async function deleteResource(spec, name, after) {
+    const kind = spec.kind;
+    if (!await confirmDialog('Delete ' + kind + '?', spec.deleteText(name), 'Delete ' + kind)) return;
     try {
-      await api('DELETE', '/v1/topics/' + enc(name));
-      toast('Deleted topic ' + name);
+      await api('DELETE', '/v1/' + spec.plural + '/' + enc(name));
+      toast('Deleted ' + kind + ' ' + name);
       if (after) await after();
     } catch (e) {
-      toast('Cannot delete topic ' + name + ': ' + e.message, 'bad');
+      toast('Cannot delete ' + kind + ' ' + name + ': ' + e.message, 'bad');
     }
   }
 
-  async function renderTopics(c) {
-    setTitle('Topics');
+  /* The list page: "New" button, a search box that filters without fetching
+   * again, a count, and a paged table with Edit and Delete on each row. */
+  async function renderResourceList(c, spec) {
+    const { kind, plural } = spec;
+    setTitle(cap(plural));
     view.innerHTML =
-      '<div class="page-head"><h1>Topics</h1><div class="head-actions">' +
-      '<button type="button" class="btn primary" id="new-topic">New topic</button></div></div>' +
-      '<div class="toolbar"><label for="topic-search">Search topics</label>' +
-      '<input type="search" id="topic-search" placeholder="Filter by name" autocomplete="off">' +
-      '<span id="topic-count" class="muted" aria-live="polite"></span></div>' +
-      '<div id="topics-error"></div><div id="topics-table"></div>';
-    const search = $('#topic-search');
+      '<div class="page-head"><h1>' + esc(spec.heading) + '</h1><div class="head-actions">' +
+      (spec.refresh ? '<button type="button" class="btn" id="' + plural + '-refresh">Refresh</button>' : '') +
+      '<button type="button" class="btn primary" id="new-' + kind + '">New ' + kind + '</button></div></div>' +
+      '<div class="toolbar"><label for="' + kind + '-search">Search ' + plural + '</label>' +
+      '<input type="search" id="' + kind + '-search" placeholder="Filter by name" autocomplete="off">' +
+      '<span id="' + kind + '-count" class="muted" aria-live="polite"></span></div>' +
+      '<div id="' + plural + '-error"></div><div id="' + plural + '-table"></div>';
+    const search = $('#' + kind + '-search');
+    const count = $('#' + kind + '-count');
+    const errBox = $('#' + plural + '-error');
+    const table = $('#' + plural + '-table');
     let rows = [];
-    const draw = list => {
-      pagedTable($('#topics-table'), 'Topics',
-        [['Name'], ['Queues (r/w)', 'num'], ['Perm'], ['Ordered', 'opt'], ['Updated', 'opt'], ['Actions', 'act']],
-        list,
-        rows.length ? 'No topic matches "' + esc(search.value.trim()) + '". Clear the search to see all ' + rows.length + '.'
-          : 'No topics yet. Create one with <strong>New topic</strong>, or produce to a new name when auto-create is on.');
-      $('#topic-count').textContent = (list.length === rows.length ? '' : fmtNum(list.length) + ' of ') +
-        fmtNum(rows.length) + (rows.length === 1 ? ' topic' : ' topics');
+    const draw = () => {
+      const q = search.value.trim().toLowerCase();
+      const list = q ? rows.filter(r => r.key.includes(q)) : rows;
+      pagedTable(table, spec.heading, spec.cols, list,
+        rows.length ? 'No ' + kind + ' matches "' + esc(search.value.trim()) + '". Clear the search to see all ' + rows.length + '.'
+          : spec.emptyHtml);
+      count.textContent = (list.length === rows.length ? '' : fmtNum(list.length) + ' of ') +
+        fmtNum(rows.length) + ' ' + (rows.length === 1 ? kind : plural);
     };
     const load = async () => {
       let list;
       try {
-        list = await api('GET', '/v1/topics');
+        list = await api('GET', spec.listPath);
       } catch (e) {
-        $('#topics-error').innerHTML = errorHtml(e, 'Cannot list topics');
+        errBox.innerHTML = errorHtml(e, 'Cannot list ' + plural);
         return;
       }
       if (!c.alive()) return;
-      $('#topics-error').innerHTML = '';
-      list.sort((a, b) => a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : 0);
-      rows = list.map(t => {
-        const n = esc(t.topic);
-        return {
-          key: t.topic.toLowerCase(),
-          html: '<tr><td><a href="#/topics/' + esc(enc(t.topic)) + '">' + n + '</a></td>' +
-            td(esc(t.readQueues) + ' / ' + esc(t.writeQueues), 'num') + td(esc(t.perm)) +
-            td(yesNo(t.order), 'opt') + td(esc(fmtTime(t.updatedTimestamp)), 'time opt') +
-            '<td class="act"><button type="button" class="btn small" data-act="edit" data-name="' + n +
-            '">Edit</button> <button type="button" class="btn small danger" data-act="delete" data-name="' + n +
-            '">Delete</button></td></tr>',
-          t,
-        };
-      });
-      const q = search.value.trim().toLowerCase();
-      draw(q ? rows.filter(r => r.key.includes(q)) : rows);
+      errBox.innerHTML = '';
+      rows = list.map(item => ({ name: spec.nameOf(item), item }));
+      rows.sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+      for (const r of rows) {
+        const n = esc(r.name);
+        r.key = r.name.toLowerCase();
+        r.html = '<tr><td><a href="#/' + plural + '/' + esc(enc(r.name)) + '">' + n + '</a></td>' + spec.cells(r.item) +
+          '<td class="act"><button type="button" class="btn small" data-act="edit" data-name="' + n +
+          '">Edit</button> <button type="button" class="btn small danger" data-act="delete" data-name="' + n +
+          '">Delete</button></td></tr>';
+      }
+      draw();
     };
-    search.addEventListener('input', () => {
-      const q = search.value.trim().toLowerCase();
-      draw(q ? rows.filter(r => r.key.includes(q)) : rows);
-    });
-    $('#new-topic').addEventListener('click', () => editTopic(null, load));
-    $('#topics-table').addEventListener('click', ev => {
+    search.addEventListener('input', draw);
+    if (spec.refresh) $('#' + plural + '-refresh').addEventListener('click', load);
+    $('#new-' + kind).addEventListener('click', () => editResource(spec, null, load));
+    table.addEventListener('click', ev => {
       const b = ev.target.closest('button[data-act]');
       if (!b) return;
-      const row = rows.find(r => r.t.topic === b.dataset.name);
-      if (b.dataset.act === 'edit' && row) editTopic(row.t, load);
-      if (b.dataset.act === 'delete') deleteTopic(b.dataset.name, load);
+      const row = rows.find(r => r.name === b.dataset.name);
+      if (b.dataset.act === 'edit' && row) editResource(spec, row.item, load);
+      if (b.dataset.act === 'delete') deleteResource(spec, b.dataset.name, load);
     });
     await load();
   }
+
+  /* An item page's breadcrumb under its list page. */
+  function crumbsHtml(spec, name) {
+    return '<nav class="crumbs" aria-label="Breadcrumb"><a href="#/' + spec.plural + '">' + cap(spec.plural) +
+      '</a> / <span>' + esc(name) + '</span></nav>';
+  }
+
+  /* An item page whose item cannot be read: the error, and on a 404 where to create it. */
+  function missingItemHtml(spec, name, err) {
+    return crumbsHtml(spec, name) + '<div class="page-head"><h1>' + cap(spec.kind) + ' ' + esc(name) + '</h1></div>' +
+      errorHtml(err) + (err.status === 404 ? '<p class="empty">This ' + spec.kind + ' does not exist. Create it from the <a href="#/' +
+      spec.plural + '">' + spec.plural + ' page</a>.</p>' : '');
+  }
+
+  /* An item page's heading with 'extra' then Refresh, Edit and Delete
+   * (ids <kind>-refresh, -edit, -delete; wireItemHead() makes them work). */
+  function itemHeadHtml(spec, name, extra) {
+    const k = spec.kind;
+    return crumbsHtml(spec, name) +
+      '<div class="page-head"><h1>' + cap(k) + ' <span class="name">' + esc(name) + '</span></h1><div class="head-actions">' +
+      (extra || '') +
+      '<button type="button" class="btn" id="' + k + '-refresh">Refresh</button>' +
+      '<button type="button" class="btn" id="' + k + '-edit">Edit</button>' +
+      '<button type="button" class="btn danger" id="' + k + '-delete">Delete</button></div></div>';
+  }
+
+  function wireItemHead(spec, item, name) {
+    const k = spec.kind;
+    $('#' + k + '-refresh').addEventListener('click', route);
+    $('#' + k + '-edit').addEventListener('click', () => editResource(spec, item, route));
+    $('#' + k + '-delete').addEventListener('click', () => deleteResource(spec, name, () => { location.hash = '#/' + spec.plural; }));
+  }
+  /* ================================================================ */
+  /* Topics                                                             */
+  /* ================================================================ */
+
+  const TOPIC = {
+    kind: 'topic', plural: 'topics', heading: 'Topics', listPath: '/v1/topics', refresh: false,
+    nameOf: t => t.topic,
+    formHtml: topicFormHtml,
+    formBody: form => {
+      const queues = Number(form.queues.value);
+      if (!Number.isInteger(queues)) throw new Error('Queues must be a whole number.');
+      return { queues, perm: form.perm.value, order: form.order.checked };
+    },
+    deleteText: name => 'Delete topic "' + name + '" and its queues? Messages can no longer be consumed from it.',
+    cols: [['Name'], ['Queues (r/w)', 'num'], ['Perm'], ['Ordered', 'opt'], ['Updated', 'opt'], ['Actions', 'act']],
+    cells: t => td(esc(t.readQueues) + ' / ' + esc(t.writeQueues), 'num') + td(esc(t.perm)) +
+      td(yesNo(t.order), 'opt') + td(esc(fmtTime(t.updatedTimestamp)), 'time opt'),
+    emptyHtml: 'No topics yet. Create one with <strong>New topic</strong>, or produce to a new name when auto-create is on.',
+  };
+
+  function topicFormHtml(t) {
+    const v = t || { queues: 8, perm: 'RW', order: false };
+    const perm = p => '<option value="' + p + '"' + (v.perm === p ? ' selected' : '') + '>' + p + '</option>';
+    return resourceFormHtml(TOPIC, t, 'tf', 127, 'Letters, digits, _ and -, at most 127.',
+      '<div class="field"><label for="tf-queues">Queues</label>' +
+      '<input id="tf-queues" name="queues" type="number" min="1" max="1024" required value="' + esc(v.queues) + '"></div>' +
+      '<div class="field"><label for="tf-perm">Permission</label><select id="tf-perm" name="perm">' +
+      perm('RW') + perm('R') + perm('W') + '</select></div>' +
+      checkField('tf-order', 'order', 'Ordered topic', v.order));
+  }
+
+  function renderTopics(c) { return renderResourceList(c, TOPIC); }
 
   function delayOptions(levels) {
     let h = '<option value="">No delay</option>';
@@ -571,19 +644,15 @@
       brokerInfo(),
     ]);
     if (!c.alive()) return;
-    const head = '<nav class="crumbs" aria-label="Breadcrumb"><a href="#/topics">Topics</a> / <span>' + esc(name) + '</span></nav>';
     if (t.status === 'rejected') {
-      view.innerHTML = head + '<div class="page-head"><h1>Topic ' + esc(name) + '</h1></div>' +
-        errorHtml(t.reason) + (t.reason.status === 404
-          ? '<p class="empty">This topic does not exist. Create it from the <a href="#/topics">topics page</a>.</p>' : '');
+      view.innerHTML = missingItemHtml(TOPIC, name, t.reason);
       return;
     }
     const topic = t.value;
     const levels = b.status === 'fulfilled' && b.value.config && b.value.config.messageDelayLevel
       ? b.value.config.messageDelayLevel.split(/\s+/).filter(Boolean)
       : '1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h'.split(' ');
-    const route = topic.route || {};
-    const brokers = (route.brokerDatas || []).map(bd =>
+    const brokers = ((topic.route || {}).brokerDatas || []).map(bd =>
       esc(bd.brokerName) + ' @ ' + esc(Object.values(bd.brokerAddrs || {}).join(', '))).join('<br>') || '—';
     const qRows = (topic.queueStats || []).map(q =>
       '<tr>' + td(esc(q.queueId), 'num') + td(esc(fmtNum(q.minOffset)), 'num opt') + td(esc(fmtNum(q.maxOffset)), 'num') +
@@ -596,12 +665,8 @@
           td(esc(fmtNum(x.totalLag)), 'num') + td(esc(fmtNum(x.inflight)), 'num') + td(esc(fmtNum(x.consumerCount)), 'num') + '</tr>'),
         'No consumer group reads this topic yet. A group appears here once it receives from it or commits an offset.');
     }
-    view.innerHTML = head +
-      '<div class="page-head"><h1>Topic <span class="name">' + esc(name) + '</span></h1><div class="head-actions">' +
-      '<a class="btn" href="#/messages?topic=' + esc(enc(name)) + '&amp;begin=' + (Date.now() - 3600000) + '&amp;end=' + (Date.now() + 60000) + '">Browse messages</a>' +
-      '<button type="button" class="btn" id="topic-refresh">Refresh</button>' +
-      '<button type="button" class="btn" id="topic-edit">Edit</button>' +
-      '<button type="button" class="btn danger" id="topic-delete">Delete</button></div></div>' +
+    view.innerHTML = itemHeadHtml(TOPIC, name,
+      '<a class="btn" href="#/messages?topic=' + esc(enc(name)) + '&amp;begin=' + (Date.now() - 3600000) + '&amp;end=' + (Date.now() + 60000) + '">Browse messages</a>') +
       '<div class="grid2">' +
       '<section class="card" aria-labelledby="cfg-h"><h2 id="cfg-h">Configuration</h2>' + dl([
         ['Queues (read / write)', esc(topic.readQueues) + ' / ' + esc(topic.writeQueues)],
@@ -624,9 +689,7 @@
       '<div class="actions wide"><button type="submit" class="btn primary">Send message</button></div>' +
       '<div id="send-result" class="wide" role="status" aria-live="polite"></div></form></section>';
 
-    $('#topic-refresh').addEventListener('click', route);
-    $('#topic-edit').addEventListener('click', () => editTopic(topic, route));
-    $('#topic-delete').addEventListener('click', () => deleteTopic(name, () => { location.hash = '#/topics'; }));
+    wireItemHead(TOPIC, topic, name);
     const form = $('#send-form');
     form.addEventListener('submit', async ev => {
       ev.preventDefault();
@@ -674,118 +737,40 @@
   /* Groups                                                             */
   /* ================================================================ */
 
-  function groupFormHtml(g) {
-    const edit = !!g;
-    g = g || { consumeEnable: true, broadcast: false, orderly: false, retryMaxTimes: 16, retryQueueNums: 1 };
-    const chk = (id, name, label, on) => '<div class="field check"><input id="' + id + '" name="' + name +
-      '" type="checkbox"' + (on ? ' checked' : '') + '><label for="' + id + '">' + label + '</label></div>';
-    return '<form id="group-form" class="form" novalidate>' +
-      '<div class="field"><label for="gf-name">Name</label>' +
-      '<input id="gf-name" name="name" required maxlength="255" autocomplete="off" spellcheck="false"' +
-      (edit ? ' readonly value="' + esc(g.name) + '"' : '') + '></div>' +
-      chk('gf-enable', 'consumeEnable', 'Consuming enabled', g.consumeEnable) +
-      chk('gf-broadcast', 'broadcast', 'Broadcast (each consumer reads every message)', g.broadcast) +
-      chk('gf-orderly', 'orderly', 'Orderly (one message of a queue in flight at a time)', g.orderly) +
-      '<div class="field"><label for="gf-retry">Max retries before the DLQ</label>' +
-      '<input id="gf-retry" name="retryMaxTimes" type="number" min="0" max="1000" value="' + esc(g.retryMaxTimes) + '"></div>' +
-      '<div class="field"><label for="gf-rq">Retry queues</label>' +
-      '<input id="gf-rq" name="retryQueueNums" type="number" min="1" max="64" value="' + esc(g.retryQueueNums) + '"></div>' +
-      '<div class="form-error"></div>' +
-      '<div class="actions"><button type="submit" class="btn primary">' + (edit ? 'Save' : 'Create group') + '</button></div></form>';
-  }
+  function groupMode(g) { return (g.broadcast ? 'broadcast' : 'clustering') + (g.orderly ? ', orderly' : ''); }
 
-  async function editGroup(g, after) {
-    await formDialog(g ? 'Edit group' : 'New group', groupFormHtml(g), async form => {
-      const name = form.name.value.trim();
-      if (!name) throw new Error('Enter a group name.');
+  const GROUP = {
+    kind: 'group', plural: 'groups', heading: 'Consumer groups', listPath: '/v1/groups?lag=true', refresh: true,
+    nameOf: g => g.name,
+    formHtml: groupFormHtml,
+    formBody: form => {
       const body = { consumeEnable: form.consumeEnable.checked, broadcast: form.broadcast.checked,
         orderly: form.orderly.checked };
       if (form.retryMaxTimes.value !== '') body.retryMaxTimes = Number(form.retryMaxTimes.value);
       if (form.retryQueueNums.value !== '') body.retryQueueNums = Number(form.retryQueueNums.value);
-      const res = await api('PUT', '/v1/groups/' + enc(name), body);
-      toast((g ? 'Saved group ' : 'Created group ') + res.name);
-      if (after) await after(res);
-    });
+      return body;
+    },
+    deleteText: name => 'Delete consumer group "' + name + '" and its committed offsets?',
+    cols: [['Name'], ['Consumers', 'num opt'], ['Lag', 'num'], ['Mode', 'opt'], ['Max retries', 'num opt'], ['Consuming', 'opt'], ['Actions', 'act']],
+    cells: g => td(esc(fmtNum(g.consumerCount)), 'num opt') +
+      td(g.totalLag ? '<strong class="lag">' + esc(fmtNum(g.totalLag)) + '</strong>' : esc(fmtNum(g.totalLag)), 'num') +
+      td(esc(groupMode(g)), 'opt') + td(esc(g.retryMaxTimes), 'num opt') + td(yesNo(g.consumeEnable), 'opt'),
+    emptyHtml: 'No consumer groups yet. Create one with <strong>New group</strong>; receiving with a new group name also creates it when auto-create is on.',
+  };
+
+  function groupFormHtml(g) {
+    const v = g || { consumeEnable: true, broadcast: false, orderly: false, retryMaxTimes: 16, retryQueueNums: 1 };
+    return resourceFormHtml(GROUP, g, 'gf', 255, '',
+      checkField('gf-enable', 'consumeEnable', 'Consuming enabled', v.consumeEnable) +
+      checkField('gf-broadcast', 'broadcast', 'Broadcast (each consumer reads every message)', v.broadcast) +
+      checkField('gf-orderly', 'orderly', 'Orderly (one message of a queue in flight at a time)', v.orderly) +
+      '<div class="field"><label for="gf-retry">Max retries before the DLQ</label>' +
+      '<input id="gf-retry" name="retryMaxTimes" type="number" min="0" max="1000" value="' + esc(v.retryMaxTimes) + '"></div>' +
+      '<div class="field"><label for="gf-rq">Retry queues</label>' +
+      '<input id="gf-rq" name="retryQueueNums" type="number" min="1" max="64" value="' + esc(v.retryQueueNums) + '"></div>');
   }
 
-  async function deleteGroup(name, after) {
-    if (!await confirmDialog('Delete group?', 'Delete consumer group "' + name +
-      '" and its committed offsets?', 'Delete group')) return;
-    try {
-      await api('DELETE', '/v1/groups/' + enc(name));
-      toast('Deleted group ' + name);
-      if (after) await after();
-    } catch (e) {
-      toast('Cannot delete group ' + name + ': ' + e.message, 'bad');
-    }
-  }
-
-  async function renderGroups(c) {
-    setTitle('Groups');
-    view.innerHTML =
-      '<div class="page-head"><h1>Consumer groups</h1><div class="head-actions">' +
-      '<button type="button" class="btn" id="groups-refresh">Refresh</button>' +
-      '<button type="button" class="btn primary" id="new-group">New group</button></div></div>' +
-      '<div class="toolbar"><label for="group-search">Search groups</label>' +
-      '<input type="search" id="group-search" placeholder="Filter by name" autocomplete="off">' +
-      '<span id="group-count" class="muted" aria-live="polite"></span></div>' +
-      '<div id="groups-error"></div><div id="groups-table"></div>';
-    const search = $('#group-search');
-    let rows = [];
-    const draw = list => {
-      pagedTable($('#groups-table'), 'Consumer groups',
-        [['Name'], ['Consumers', 'num opt'], ['Lag', 'num'], ['Mode', 'opt'], ['Max retries', 'num opt'], ['Consuming', 'opt'], ['Actions', 'act']],
-        list,
-        rows.length ? 'No group matches "' + esc(search.value.trim()) + '". Clear the search to see all ' + rows.length + '.'
-          : 'No consumer groups yet. Create one with <strong>New group</strong>; receiving with a new group name also creates it when auto-create is on.');
-      $('#group-count').textContent = (list.length === rows.length ? '' : fmtNum(list.length) + ' of ') +
-        fmtNum(rows.length) + (rows.length === 1 ? ' group' : ' groups');
-    };
-    const load = async () => {
-      let list;
-      try {
-        list = await api('GET', '/v1/groups?lag=true');
-      } catch (e) {
-        $('#groups-error').innerHTML = errorHtml(e, 'Cannot list groups');
-        return;
-      }
-      if (!c.alive()) return;
-      $('#groups-error').innerHTML = '';
-      list.sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
-      rows = list.map(g => {
-        const n = esc(g.name);
-        const mode = (g.broadcast ? 'broadcast' : 'clustering') + (g.orderly ? ', orderly' : '');
-        return {
-          key: g.name.toLowerCase(),
-          g,
-          html: '<tr><td><a href="#/groups/' + esc(enc(g.name)) + '">' + n + '</a></td>' +
-            td(esc(fmtNum(g.consumerCount)), 'num opt') +
-            td(g.totalLag ? '<strong class="lag">' + esc(fmtNum(g.totalLag)) + '</strong>' : esc(fmtNum(g.totalLag)), 'num') +
-            td(esc(mode), 'opt') + td(esc(g.retryMaxTimes), 'num opt') + td(yesNo(g.consumeEnable), 'opt') +
-            '<td class="act"><button type="button" class="btn small" data-act="edit" data-name="' + n +
-            '">Edit</button> <button type="button" class="btn small danger" data-act="delete" data-name="' + n +
-            '">Delete</button></td></tr>',
-        };
-      });
-      const q = search.value.trim().toLowerCase();
-      draw(q ? rows.filter(r => r.key.includes(q)) : rows);
-    };
-    search.addEventListener('input', () => {
-      const q = search.value.trim().toLowerCase();
-      draw(q ? rows.filter(r => r.key.includes(q)) : rows);
-    });
-    $('#groups-refresh').addEventListener('click', load);
-    $('#new-group').addEventListener('click', () => editGroup(null, load));
-    $('#groups-table').addEventListener('click', ev => {
-      const b = ev.target.closest('button[data-act]');
-      if (!b) return;
-      const row = rows.find(r => r.g.name === b.dataset.name);
-      if (b.dataset.act === 'edit' && row) editGroup(row.g, load);
-      if (b.dataset.act === 'delete') deleteGroup(b.dataset.name, load);
-    });
-    await load();
-  }
-
+  function renderGroups(c) { return renderResourceList(c, GROUP); }
   function progressHtml(p) {
     if (!p.topics.length) {
       return '<div class="empty">This group has no committed offsets and no live consumers yet. ' +
@@ -809,10 +794,8 @@
       api('GET', '/v1/groups/' + enc(name) + '/progress'),
     ]);
     if (!c.alive()) return;
-    const head = '<nav class="crumbs" aria-label="Breadcrumb"><a href="#/groups">Groups</a> / <span>' + esc(name) + '</span></nav>';
     if (g.status === 'rejected') {
-      view.innerHTML = head + '<div class="page-head"><h1>Group ' + esc(name) + '</h1></div>' + errorHtml(g.reason) +
-        (g.reason.status === 404 ? '<p class="empty">This group does not exist. Create it from the <a href="#/groups">groups page</a>.</p>' : '');
+      view.innerHTML = missingItemHtml(GROUP, name, g.reason);
       return;
     }
     const grp = g.value;
@@ -834,15 +817,10 @@
     const progress = p.status === 'rejected' ? errorHtml(p.reason, 'Cannot read progress') : progressHtml(p.value);
     const topics = p.status === 'fulfilled' ? p.value.topics.map(t => t.topic) : [];
     const totalLag = p.status === 'fulfilled' ? p.value.totalLag : null;
-    const mode = (grp.broadcast ? 'broadcast' : 'clustering') + (grp.orderly ? ', orderly' : '');
-    view.innerHTML = head +
-      '<div class="page-head"><h1>Group <span class="name">' + esc(name) + '</span></h1><div class="head-actions">' +
-      '<button type="button" class="btn" id="group-refresh">Refresh</button>' +
-      '<button type="button" class="btn" id="group-edit">Edit</button>' +
-      '<button type="button" class="btn danger" id="group-delete">Delete</button></div></div>' +
+    view.innerHTML = itemHeadHtml(GROUP, name) +
       '<div class="grid2"><section class="card" aria-labelledby="gcfg-h"><h2 id="gcfg-h">Configuration</h2>' + dl([
         ['Total lag', '<strong class="lag" id="group-total-lag">' + esc(fmtNum(totalLag)) + '</strong>'],
-        ['Mode', esc(mode)], ['Consuming', yesNo(grp.consumeEnable)],
+        ['Mode', esc(groupMode(grp))], ['Consuming', yesNo(grp.consumeEnable)],
         ['Max retries', esc(grp.retryMaxTimes)], ['Retry queues', esc(grp.retryQueueNums)],
         ['Created', esc(fmtTime(grp.createdTimestamp))], ['Updated', esc(fmtTime(grp.updatedTimestamp))]]) + '</section>' +
       '<section class="card" aria-labelledby="sys-h"><h2 id="sys-h">Retry and dead-letter topics</h2>' +
@@ -863,9 +841,7 @@
       '<div class="actions wide"><button type="submit" class="btn primary">Reset offsets</button></div>' +
       '<div id="reset-result" class="wide" role="status" aria-live="polite"></div></form></section>';
 
-    $('#group-refresh').addEventListener('click', route);
-    $('#group-edit').addEventListener('click', () => editGroup(grp, route));
-    $('#group-delete').addEventListener('click', () => deleteGroup(name, () => { location.hash = '#/groups'; }));
+    wireItemHead(GROUP, grp, name);
     const form = $('#reset-form');
     form.addEventListener('submit', async ev => {
       ev.preventDefault();

@@ -151,6 +151,18 @@ test('create a topic and a group through the forms; delete needs confirmation', 
     await page.waitForSelector('#form-dialog', { state: 'hidden' });
     assert.equal((await ok('GET', '/v1/topics/FormTopic')).writeQueues, 5);
 
+    // the topic page's own Edit (5 -> 6 queues) and Refresh
+    await go(page, '#/topics/FormTopic', 'topic');
+    await page.click('#topic-edit');
+    await page.fill('#tf-queues', '6');
+    await page.click('#topic-form button[type=submit]');
+    await page.waitForSelector('#form-dialog', { state: 'hidden' });
+    assert.equal((await ok('GET', '/v1/topics/FormTopic')).writeQueues, 6);
+    await page.evaluate(() => { delete document.body.dataset.rendered; });
+    await page.click('#topic-refresh');
+    await page.waitForFunction(() => document.body.dataset.rendered === 'topic');
+    assert.equal(await page.locator('#view .error, #view [role=alert]:not(:empty)').count(), 0);
+
     await go(page, '#/groups', 'groups');
     await page.click('#new-group');
     await page.fill('#gf-name', 'FormGroup');
