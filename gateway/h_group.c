@@ -852,7 +852,8 @@ static int reader_one(void *arg, const MetaGroup *g) {
     NameList names;
     c->rc = group_topics(c->b, c->idx, g->name, &names);
     if (c->rc != MQ_OK) return 1;
-    bool reads = bsearch(&c->topic, names.names, names.len, sizeof(*names.names), cmp_names);
+    bool reads = names.len > 0 && /* bsearch wants a non-NULL base */
+                 bsearch(&c->topic, names.names, names.len, sizeof(*names.names), cmp_names);
     names_free(&names);
     return reads ? c->fn(c->arg, g) : 0;
 }

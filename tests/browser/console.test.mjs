@@ -61,6 +61,8 @@ before(async () => {
 
 after(async () => {
   if (browser) await browser.close();
+  // A broker that died under the test (a crash, a sanitizer report) says why.
+  if (broker && broker.exited()) console.log('# the broker exited early; its log:\n' + broker.log());
   if (broker) await broker.stop();
 });
 

@@ -31,6 +31,7 @@ export async function startBroker() {
   const broker = {
     dir, child, exit,
     log: () => log,
+    exited: () => exited,
     async stop() {
       if (!exited) {
         child.kill('SIGTERM');

@@ -218,6 +218,7 @@ static void test_readers_lag_and_track(void **state) {
                          "{\"topic\":\"OtherT\",\"queueId\":0,\"offset\":0}", 200));
     json_decref(e2e_call(f, "PUT", "/v1/groups/Off", E2E_JSON, "{}", 201));
     json_decref(e2e_call(f, "PUT", "/v1/groups/Idle", E2E_JSON, "{}", 201));
+    json_decref(e2e_call(f, "PUT", "/v1/groups/Empty", E2E_JSON, "{}", 201)); /* reads nothing */
 
     json_t *rd = e2e_call(f, "GET", "/v1/topics/TrackT/groups", NULL, NULL, 200);
     assert_string_equal(e2e_str(rd, "topic"), "TrackT");
@@ -240,6 +241,7 @@ static void test_readers_lag_and_track(void **state) {
     assert_int_equal(e2e_num(group_in(gl, "name", "Pop"), "consumerCount"), 1);
     assert_int_equal(e2e_num(group_in(gl, "name", "Off"), "totalLag"), 1);
     assert_int_equal(e2e_num(group_in(gl, "name", "Idle"), "totalLag"), 1);
+    assert_int_equal(e2e_num(group_in(gl, "name", "Empty"), "totalLag"), 0);
     json_decref(gl);
     gl = e2e_call(f, "GET", "/v1/groups", NULL, NULL, 200);
     assert_null(json_object_get(json_array_get(gl, 0), "totalLag")); /* only when asked */
