@@ -37,7 +37,7 @@ BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/tests/bench/%)
 PETREL    := $(BIN)/petrel
 
 .SECONDARY:
-.PHONY: all deps run test unit e2e check bench fuzz clean format help
+.PHONY: all deps test-deps run test unit e2e check bench fuzz clean format help
 all: $(PETREL)
 
 help:
@@ -50,6 +50,9 @@ help:
 
 deps:
 	@scripts/deps.sh
+# The tests also need chromium (the console's browser tests).
+test-deps:
+	@scripts/deps.sh --tests
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -80,11 +83,11 @@ unit: $(UNIT_BIN)
 e2e: $(E2E_BIN) $(PETREL)
 
 # Unit tests first, then end-to-end tests against a real bin/petrel.
-test: deps
+test: test-deps
 	@$(MAKE) --no-print-directory $(UNIT_BIN) $(E2E_BIN) $(PETREL)
 	@PETREL_BIN=$(abspath $(PETREL)) scripts/run-tests.sh $(UNIT_BIN) $(E2E_BIN)
 
-check: deps
+check: test-deps
 	@$(MAKE) --no-print-directory BUILD=build/san BIN=build/san/bin OPT=-O1 \
 	  SANFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	  test

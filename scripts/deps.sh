@@ -2,10 +2,13 @@
 # Installs the Debian packages Petrel builds and tests with, if missing.
 # As root it runs apt-get; otherwise it prints the exact command and fails.
 # Then it installs the pinned Node.js tools (npm ci) when they are missing.
+# With --tests (make test, make check) it also installs chromium, which the
+# console's browser tests drive through playwright-core; `make run` does
+# without that download.
 set -eu
-# chromium: the console's browser tests (driven by playwright-core from npm).
 PKGS="gcc make pkg-config libmicrohttpd-dev libjansson-dev libsqlite3-dev
-libcurl4-openssl-dev libcmocka-dev clang libclang-rt-14-dev curl wrk nodejs npm chromium"
+libcurl4-openssl-dev libcmocka-dev clang libclang-rt-14-dev curl wrk nodejs npm"
+if [ "${1:-}" = --tests ]; then PKGS="$PKGS chromium"; fi
 missing=""
 for p in $PKGS; do
     # NodeSource's nodejs (on the project's machines) bundles npm and conflicts
