@@ -1434,10 +1434,7 @@ int pop_open(const PopConfig *cfg, PopEngine **out) {
 void pop_close(PopEngine *e) {
     if (!e) return;
     if (e->keeper_running) {
-        pthread_mutex_lock(&e->stop_mu);
-        e->stopping = true;
-        pthread_cond_signal(&e->stop_cv);
-        pthread_mutex_unlock(&e->stop_mu);
+        mq_stop_signal(&e->stop_cv, &e->stop_mu, &e->stopping);
         pthread_join(e->keeper, NULL);
     }
     pthread_mutex_lock(&e->keep_mu);

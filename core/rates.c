@@ -143,10 +143,7 @@ int rates_open(const RatesConfig *cfg, RateSeries **out) {
 void rates_close(RateSeries *s) {
     if (!s) return;
     if (s->running) {
-        pthread_mutex_lock(&s->stop_mu);
-        s->stopping = true;
-        pthread_cond_signal(&s->stop_cv);
-        pthread_mutex_unlock(&s->stop_mu);
+        mq_stop_signal(&s->stop_cv, &s->stop_mu, &s->stopping);
         pthread_join(s->thread, NULL);
     }
     pthread_cond_destroy(&s->stop_cv);

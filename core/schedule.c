@@ -610,10 +610,7 @@ int sched_open(const SchedConfig *cfg, Scheduler **out) {
 void sched_close(Scheduler *s) {
     if (!s) return;
     if (s->running) {
-        pthread_mutex_lock(&s->stop_mu);
-        s->stopping = true;
-        pthread_cond_signal(&s->stop_cv);
-        pthread_mutex_unlock(&s->stop_mu);
+        mq_stop_signal(&s->stop_cv, &s->stop_mu, &s->stopping);
         pthread_join(s->thread, NULL);
     }
     pthread_mutex_lock(&s->run_mu);

@@ -981,10 +981,7 @@ int txn_open(const TxnConfig *cfg, TxnEngine **out) {
 void txn_close(TxnEngine *e) {
     if (!e) return;
     if (e->running) {
-        pthread_mutex_lock(&e->mu);
-        e->stopping = true;
-        pthread_cond_signal(&e->cv);
-        pthread_mutex_unlock(&e->mu);
+        mq_stop_signal(&e->cv, &e->mu, &e->stopping);
         pthread_join(e->thread, NULL);
     }
     /* Verdicts that arrive while the client stops are queued and dropped

@@ -800,10 +800,7 @@ err_free:
 
 void meta_close(Meta *m) {
     if (!m) return;
-    pthread_mutex_lock(&m->stop_mu);
-    m->stopping = true;
-    pthread_cond_broadcast(&m->stop_cv);
-    pthread_mutex_unlock(&m->stop_mu);
+    mq_stop_signal(&m->stop_cv, &m->stop_mu, &m->stopping);
     if (m->flusher_running) {
         pthread_join(m->flusher, NULL);
         m->flusher_running = false;
@@ -1084,8 +1081,11 @@ int meta_offset_get(Meta *m, const char *group, const char *topic, uint32_t queu
     return r ? MQ_OK : MQ_ERR_NOTFOUND;
 }
 
+/* One offset row copied out of the table (names into the snapshot's
+ * arena), so callbacks run without off_mu. */
 typedef struct ListItem {
-    const char *topic; /* into the list's name arena */
+    const char *group;
+    const char *topic;
     uint32_t qid;
     uint64_t off;
 } ListItem;
@@ -1098,33 +1098,44 @@ static int cmp_item(const void *a, const void *b) {
     return x->qid < y->qid ? -1 : x->qid > y->qid;
 }
 
+/* (group, topic) order, queues ignored. */
+static int cmp_pair(const void *a, const void *b) {
+    const ListItem *x = a;
+    const ListItem *y = b;
+    int c = strcmp(x->group, y->group);
+    return c != 0 ? c : strcmp(x->topic, y->topic);
+}
+
+/* A row matches a NULL 'group' (every group) or its own; a NULL 'topic'
+ * or its own. */
 static bool row_matches(const OffRow *r, const char *group, size_t glen, const char *topic,
                         size_t tlen) {
-    if (r->group_len != glen || memcmp(r->names, group, glen) != 0) return false;
+    if (group && (r->group_len != glen || memcmp(r->names, group, glen) != 0)) return false;
     return !topic || (r->topic_len == tlen && memcmp(row_topic(r), topic, tlen) == 0);
 }
 
-/* The rows are copied and sorted by (topic, queue id) under off_mu; 'fn'
- * runs with no lock held.  Returns MQ_OK also when 'fn' stopped early. */
-int meta_offset_list(Meta *m, const char *group, const char *topic,
-                     int (*fn)(void *arg, const char *topic, uint32_t queue_id, uint64_t off),
-                     void *arg) {
-    if (!m || !name_ok(group) || (topic && !name_ok(topic)) || !fn) return MQ_ERR_INVAL;
-    size_t glen = strlen(group);
+/* Copies the rows matching 'group' and 'topic' (either NULL: all) into
+ * '*out' (one allocation, items then names; free() it; NULL when none)
+ * under off_mu, in table order.  MQ_OK or MQ_ERR_NOMEM. */
+static int off_snapshot(Meta *m, const char *group, const char *topic, ListItem **out,
+                        size_t *count) {
+    size_t glen = group ? strlen(group) : 0;
     size_t tlen = topic ? strlen(topic) : 0;
     pthread_mutex_lock(&m->off_mu);
     size_t n = 0;
-    size_t names_len = 0;
+    size_t bytes = 0;
     for (size_t i = 0; i < m->nbuckets; i++) {
         for (const OffRow *r = m->buckets[i]; r; r = r->next) {
             if (!row_matches(r, group, glen, topic, tlen)) continue;
             n++;
-            names_len += r->topic_len + 1u;
+            bytes += (size_t)r->group_len + r->topic_len + 2u;
         }
     }
-    ListItem *items = n > 0 ? malloc(n * sizeof(*items) + names_len) : NULL;
+    ListItem *items = n > 0 ? malloc(n * sizeof(*items) + bytes) : NULL;
     if (!items) {
         pthread_mutex_unlock(&m->off_mu);
+        *out = NULL;
+        *count = 0;
         return n > 0 ? MQ_ERR_NOMEM : MQ_OK;
     }
     char *arena = (char *)(items + n);
@@ -1132,13 +1143,27 @@ int meta_offset_list(Meta *m, const char *group, const char *topic,
     for (size_t i = 0; i < m->nbuckets; i++) {
         for (const OffRow *r = m->buckets[i]; r; r = r->next) {
             if (!row_matches(r, group, glen, topic, tlen)) continue;
-            memcpy(arena, row_topic(r), r->topic_len + 1u);
-            items[k++] = (ListItem){arena, r->qid, r->off};
-            arena += r->topic_len + 1u;
+            size_t len = (size_t)r->group_len + r->topic_len + 2u; /* group NUL topic NUL */
+            memcpy(arena, r->names, len);
+            items[k++] = (ListItem){arena, arena + r->group_len + 1u, r->qid, r->off};
+            arena += len;
         }
     }
     pthread_mutex_unlock(&m->off_mu);
     MQ_ASSERT(k == n);
+    *out = items;
+    *count = n;
+    return MQ_OK;
+}
+
+int meta_offset_list(Meta *m, const char *group, const char *topic,
+                     int (*fn)(void *arg, const char *topic, uint32_t queue_id, uint64_t off),
+                     void *arg) {
+    if (!m || !name_ok(group) || (topic && !name_ok(topic)) || !fn) return MQ_ERR_INVAL;
+    ListItem *items = NULL;
+    size_t n = 0;
+    int rc = off_snapshot(m, group, topic, &items, &n);
+    if (rc != MQ_OK) return rc;
     if (n > 1) qsort(items, n, sizeof(*items), cmp_item);
     for (size_t i = 0; i < n; i++)
         if (fn(arg, items[i].topic, items[i].qid, items[i].off) != 0) break;
@@ -1146,48 +1171,17 @@ int meta_offset_list(Meta *m, const char *group, const char *topic,
     return MQ_OK;
 }
 
-static int cmp_pair(const void *a, const void *b) {
-    const char *x = *(const char *const *)a;
-    const char *y = *(const char *const *)b;
-    int c = strcmp(x, y); /* the groups */
-    return c != 0 ? c : strcmp(x + strlen(x) + 1, y + strlen(y) + 1);
-}
-
 int meta_offset_pairs(Meta *m, int (*fn)(void *arg, const char *group, const char *topic),
                       void *arg) {
     if (!m || !fn) return MQ_ERR_INVAL;
-    pthread_mutex_lock(&m->off_mu);
+    ListItem *items = NULL;
     size_t n = 0;
-    size_t bytes = 0;
-    for (size_t i = 0; i < m->nbuckets; i++) {
-        for (const OffRow *r = m->buckets[i]; r; r = r->next) {
-            n++;
-            bytes += (size_t)r->group_len + r->topic_len + 2u;
-        }
-    }
-    /* Each entry points at a copy of "group NUL topic NUL". */
-    char **items = n > 0 ? malloc(n * sizeof(*items) + bytes) : NULL;
-    if (!items) {
-        pthread_mutex_unlock(&m->off_mu);
-        return n > 0 ? MQ_ERR_NOMEM : MQ_OK;
-    }
-    char *arena = (char *)(items + n);
-    size_t k = 0;
-    for (size_t i = 0; i < m->nbuckets; i++) {
-        for (const OffRow *r = m->buckets[i]; r; r = r->next) {
-            size_t len = (size_t)r->group_len + r->topic_len + 2u;
-            memcpy(arena, r->names, len);
-            items[k++] = arena;
-            arena += len;
-        }
-    }
-    pthread_mutex_unlock(&m->off_mu);
-    MQ_ASSERT(k == n);
-    qsort(items, n, sizeof(*items), cmp_pair);
+    int rc = off_snapshot(m, NULL, NULL, &items, &n);
+    if (rc != MQ_OK) return rc;
+    if (n > 1) qsort(items, n, sizeof(*items), cmp_pair);
     for (size_t i = 0; i < n; i++) {
         if (i > 0 && cmp_pair(&items[i], &items[i - 1]) == 0) continue; /* another queue */
-        const char *group = items[i];
-        if (fn(arg, group, group + strlen(group) + 1) != 0) break;
+        if (fn(arg, items[i].group, items[i].topic) != 0) break;
     }
     free(items);
     return MQ_OK;

@@ -154,6 +154,13 @@ void mq_deadline_mono(struct timespec *ts, int64_t ms) {
     ts->tv_nsec = (long)(t % 1000000000);
 }
 
+void mq_stop_signal(pthread_cond_t *cv, pthread_mutex_t *mu, bool *stop) {
+    pthread_mutex_lock(mu);
+    *stop = true;
+    pthread_cond_broadcast(cv);
+    pthread_mutex_unlock(mu);
+}
+
 bool mq_wait_stop(pthread_cond_t *cv, pthread_mutex_t *mu, const bool *stop, int64_t ms) {
     struct timespec dl;
     mq_deadline_mono(&dl, ms);

@@ -137,6 +137,9 @@ void mq_deadline_mono(struct timespec *ts, int64_t ms);
  * '*stop' is set or 'ms' have passed, whichever is first; returns '*stop'.
  * The sleep of every background thread that a close must wake. */
 bool mq_wait_stop(pthread_cond_t *cv, pthread_mutex_t *mu, const bool *stop, int64_t ms);
+/* mq_stop_signal sets '*stop' under 'mu' and wakes every waiter of 'cv':
+ * the other half of mq_wait_stop, before the close joins the thread. */
+void mq_stop_signal(pthread_cond_t *cv, pthread_mutex_t *mu, bool *stop);
 /* mq_hash64 is FNV-1a over 'len' bytes: stable across runs and builds
  * (it is stored on disk as the consume-queue tag hash). */
 uint64_t mq_hash64(const void *p, size_t len);
