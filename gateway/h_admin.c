@@ -190,11 +190,8 @@ enum MHD_Result h_admin_broker(GwRequest *r, const RtMatch *m) {
 enum MHD_Result h_admin_rates(GwRequest *r, const RtMatch *m) {
     (void)m;
     static const char *const known[] = {"since", NULL};
-    const char *bad = gw_query_unknown(r, known);
-    if (bad) {
-        return gw_reply_error(r, 400, "INVALID_PARAMETER", "unknown query parameter '%.64s'",
-                              bad);
-    }
+    enum MHD_Result ret;
+    if (!gw_query_known(r, known, &ret)) return ret;
     GwProblem prob = {0};
     int64_t since = -1;
     if (!gw_query_int(r, "since", 0, INT64_MAX, &since, &prob)) return gw_reply_problem(r, &prob);
@@ -242,9 +239,8 @@ static void format_delay(int64_t ms, char *buf, size_t cap) {
  * queues' length past the scheduler's positions: no scan. */
 enum MHD_Result h_admin_delays(GwRequest *r, const RtMatch *m) {
     (void)m;
-    if (gw_query_unknown(r, (const char *const[]){NULL})) {
-        return gw_reply_error(r, 400, "INVALID_PARAMETER", "this endpoint takes no parameters");
-    }
+    enum MHD_Result ret;
+    if (!gw_query_known(r, NULL, &ret)) return ret;
     Broker *b = gw_broker(r);
     Scheduler *sc = broker_scheduler(b);
     size_t n_levels = 0;
@@ -283,9 +279,8 @@ enum MHD_Result h_admin_delays(GwRequest *r, const RtMatch *m) {
  * heartbeat being now. */
 enum MHD_Result h_admin_cluster(GwRequest *r, const RtMatch *m) {
     (void)m;
-    if (gw_query_unknown(r, (const char *const[]){NULL})) {
-        return gw_reply_error(r, 400, "INVALID_PARAMETER", "this endpoint takes no parameters");
-    }
+    enum MHD_Result ret;
+    if (!gw_query_known(r, NULL, &ret)) return ret;
     Broker *b = gw_broker(r);
     const Config *c = broker_config(b);
     GwRuntime rt;

@@ -82,11 +82,7 @@ enum MHD_Result h_group_offsets_get(GwRequest *r, const RtMatch *m) {
     enum MHD_Result ret;
     const char *group = group_param(r, m, &ret);
     if (!group) return ret;
-    const char *bad = gw_query_unknown(r, known);
-    if (bad) {
-        return gw_reply_error(r, 400, "INVALID_PARAMETER", "unknown query parameter '%.64s'",
-                              bad);
-    }
+    if (!gw_query_known(r, known, &ret)) return ret;
     const char *topic = gw_query(r, "topic");
     GwProblem prob = {0};
     MetaTopic t;
@@ -394,11 +390,8 @@ static int group_list_one(void *arg, const MetaGroup *g) {
 enum MHD_Result h_group_list(GwRequest *r, const RtMatch *m) {
     (void)m;
     static const char *const known[] = {"lag", NULL};
-    const char *bad = gw_query_unknown(r, known);
-    if (bad) {
-        return gw_reply_error(r, 400, "INVALID_PARAMETER", "unknown query parameter '%.64s'",
-                              bad);
-    }
+    enum MHD_Result ret;
+    if (!gw_query_known(r, known, &ret)) return ret;
     const char *lag = gw_query(r, "lag");
     if (lag && strcmp(lag, "true") != 0 && strcmp(lag, "false") != 0) {
         return gw_reply_error(r, 400, "INVALID_PARAMETER", "lag must be true or false");
@@ -896,9 +889,7 @@ enum MHD_Result h_topic_groups(GwRequest *r, const RtMatch *m) {
     enum MHD_Result ret;
     const char *name = rt_param(m, "topic");
     if (!h_topic_any_name_ok(r, name, &ret)) return ret;
-    if (gw_query_unknown(r, (const char *const[]){NULL})) {
-        return gw_reply_error(r, 400, "INVALID_PARAMETER", "this endpoint takes no parameters");
-    }
+    if (!gw_query_known(r, NULL, &ret)) return ret;
     GwProblem prob = {0};
     MetaTopic t;
     if (!find_topic(r, name, "", &t, &prob)) return gw_reply_problem(r, &prob);
@@ -917,11 +908,7 @@ enum MHD_Result h_group_progress(GwRequest *r, const RtMatch *m) {
     MetaGroup g;
     enum MHD_Result ret;
     if (!group_param(r, m, &ret)) return ret;
-    const char *bad = gw_query_unknown(r, known);
-    if (bad) {
-        return gw_reply_error(r, 400, "INVALID_PARAMETER", "unknown query parameter '%.64s'",
-                              bad);
-    }
+    if (!gw_query_known(r, known, &ret)) return ret;
     const char *topic = gw_query(r, "topic");
     const char *why = topic ? msg_name_problem(topic, strlen(topic)) : NULL;
     if (why) return gw_reply_error(r, 400, "INVALID_NAME", "topic '%.200s': %s", topic, why);

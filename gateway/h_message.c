@@ -908,11 +908,7 @@ enum MHD_Result h_message_pull(GwRequest *r, const RtMatch *m) {
     const char *topic = rt_param(m, "topic");
     enum MHD_Result ret;
     if (!h_topic_any_name_ok(r, topic, &ret)) return ret;
-    const char *bad = gw_query_unknown(r, known);
-    if (bad) {
-        return gw_reply_error(r, 400, "INVALID_PARAMETER", "unknown query parameter '%.64s'",
-                              bad);
-    }
+    if (!gw_query_known(r, known, &ret)) return ret;
     GwProblem prob = {0};
     int64_t queue_id = 0;
     if (!gw_parse_u63(rt_param(m, "queueId"), &queue_id)) {

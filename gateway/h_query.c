@@ -156,11 +156,7 @@ enum MHD_Result h_query_messages(GwRequest *r, const RtMatch *m) {
     const char *name = rt_param(m, "topic");
     enum MHD_Result ret;
     if (!h_topic_any_name_ok(r, name, &ret)) return ret;
-    const char *bad = gw_query_unknown(r, known);
-    if (bad) {
-        return gw_reply_error(r, 400, "INVALID_PARAMETER", "unknown query parameter '%.64s'",
-                              bad);
-    }
+    if (!gw_query_known(r, known, &ret)) return ret;
     const char *key = gw_query(r, "key");
     bool by_key = key != NULL;
     if (!by_key && (!gw_query(r, "begin") || !gw_query(r, "end"))) {

@@ -446,11 +446,8 @@ static enum MHD_Result list_resumed(GwRequest *r, const RtMatch *m) {
 enum MHD_Result h_txn_list(GwRequest *r, const RtMatch *m) {
     (void)m;
     static const char *const known[] = {"limit", NULL};
-    const char *bad = gw_query_unknown(r, known);
-    if (bad) {
-        return gw_reply_error(r, 400, "INVALID_PARAMETER", "unknown query parameter '%.64s'",
-                              bad);
-    }
+    enum MHD_Result ret;
+    if (!gw_query_known(r, known, &ret)) return ret;
     GwProblem prob = {0};
     int64_t limit = 100;
     if (!gw_query_int(r, "limit", 1, TXN_LIST_MAX, &limit, &prob)) return gw_reply_problem(r, &prob);

@@ -142,3 +142,11 @@ enum MHD_Result gw_name_job_delete_resumed(GwRequest *r, const RtMatch *m) {
     if (!resp) return MHD_NO;
     return gw_reply(r, MHD_HTTP_NO_CONTENT, resp);
 }
+
+bool gw_query_known(GwRequest *r, const char *const *known, enum MHD_Result *ret) {
+    static const char *const none[] = {NULL};
+    const char *bad = gw_query_unknown(r, known ? known : none);
+    if (!bad) return true;
+    *ret = gw_reply_error(r, 400, "INVALID_PARAMETER", "unknown query parameter '%.64s'", bad);
+    return false;
+}

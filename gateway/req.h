@@ -35,6 +35,12 @@ enum MHD_Result gw_reply_problem(GwRequest *r, const GwProblem *p);
 /* gw_parse_u63 reads a decimal integer in [0, INT64_MAX] (digits only). */
 bool gw_parse_u63(const char *s, int64_t *out);
 
+/* gw_query_known is true when every query parameter of 'r' is named in
+ * the NULL-terminated 'known' (NULL: the route takes none); otherwise it
+ * has answered 400 INVALID_PARAMETER naming the first other one and put
+ * MHD's result in '*ret'. */
+bool gw_query_known(GwRequest *r, const char *const *known, enum MHD_Result *ret);
+
 /* gw_query_int reads the optional integer query parameter 'name' into
  * '*out' (left as is when absent) within ['lo', 'hi']; 400
  * INVALID_PARAMETER in 'p' otherwise. */
