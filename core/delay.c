@@ -5,6 +5,8 @@
  */
 #include "delay.h"
 
+#include <stdio.h>
+
 #include <stdbool.h>
 #include <string.h>
 
@@ -77,4 +79,18 @@ int64_t delay_retry_ms(const int64_t *levels_ms, size_t n, uint32_t reconsume_ti
     uint64_t level = (uint64_t)DELAY_RETRY_FIRST_LEVEL + reconsume_times; /* 1-based */
     if (level > n) level = n;
     return levels_ms[level - 1];
+}
+
+void delay_format(int64_t ms, char *buf, size_t cap) {
+    static const struct {
+        int64_t ms;
+        const char *unit;
+    } units[] = {{86400000, "d"}, {3600000, "h"}, {60000, "m"}, {1000, "s"}};
+    for (size_t i = 0; ms > 0 && i < sizeof(units) / sizeof(units[0]); i++) {
+        if (ms % units[i].ms == 0) {
+            snprintf(buf, cap, "%lld%s", (long long)(ms / units[i].ms), units[i].unit);
+            return;
+        }
+    }
+    snprintf(buf, cap, "%lldms", (long long)ms);
 }

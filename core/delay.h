@@ -32,6 +32,10 @@
  * in which case neither 'levels_ms' nor '*n' changed.  Any thread. */
 int delay_levels_parse(const char *spec, int64_t *levels_ms, size_t cap, size_t *n);
 
+/* delay_format writes 'ms' as the shortest duration delay_levels_parse
+ * reads back exactly ("10s", "2h", "1d", "1500ms") into 'buf'. */
+void delay_format(int64_t ms, char *buf, size_t cap);
+
 /* delay_retry_ms returns the delay in ms before redelivering a message
  * that has already been redelivered 'reconsume_times' times, by
  * RocketMQ's rule (SendMessageProcessor's consumer send-back): level

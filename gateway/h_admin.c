@@ -15,6 +15,7 @@
 
 #include "broker.h"
 #include "config.h"
+#include "delay.h"
 #include "metrics.h"
 #include "req.h"
 #include "rates.h"
@@ -221,19 +222,6 @@ enum MHD_Result h_admin_rates(GwRequest *r, const RtMatch *m) {
     return gw_reply_json(r, MHD_HTTP_OK, root);
 }
 
-/* "1s", "5m", "2h" or "250ms": the shortest exact form of 'ms'. */
-static void format_delay(int64_t ms, char *buf, size_t cap) {
-    if (ms > 0 && ms % 3600000 == 0) {
-        snprintf(buf, cap, "%lldh", (long long)(ms / 3600000));
-    } else if (ms > 0 && ms % 60000 == 0) {
-        snprintf(buf, cap, "%lldm", (long long)(ms / 60000));
-    } else if (ms > 0 && ms % 1000 == 0) {
-        snprintf(buf, cap, "%llds", (long long)(ms / 1000));
-    } else {
-        snprintf(buf, cap, "%lldms", (long long)ms);
-    }
-}
-
 /* GET /v1/delays: {"levels":[{"level","delay","delayMs","pending"}],
  * "timer":{"pending"},"totalPending"}.  Pending counts are the schedule
  * queues' length past the scheduler's positions: no scan. */
@@ -249,7 +237,7 @@ enum MHD_Result h_admin_delays(GwRequest *r, const RtMatch *m) {
     uint64_t total = 0;
     for (size_t i = 0; arr && i < n_levels; i++) {
         char name[32];
-        format_delay(levels[i], name, sizeof(name));
+        delay_format(levels[i], name, sizeof(name));
         uint64_t pending = sched_level_pending(sc, (uint32_t)(i + 1));
         total += pending;
         json_t *one = json_pack("{s:I, s:s, s:I, s:I}", "level", (json_int_t)(i + 1), "delay",

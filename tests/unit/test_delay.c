@@ -114,6 +114,26 @@ static void test_delay_parse_respects_cap_and_arguments(void **state) {
     assert_int_equal(delay_levels_parse("1s", lv, 4, NULL), MQ_ERR_INVAL);
 }
 
+static void test_delay_format_round_trips_through_parse(void **state) {
+    (void)state;
+    const struct {
+        int64_t ms;
+        const char *text;
+    } cases[] = {{1000, "1s"},       {10000, "10s"},    {60000, "1m"},   {7200000, "2h"},
+                 {86400000, "1d"},   {90000, "90s"},    {1500, "1500ms"}, {5400000, "90m"},
+                 {172800000, "2d"},  {1, "1ms"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[32];
+        delay_format(cases[i].ms, buf, sizeof(buf));
+        assert_string_equal(buf, cases[i].text);
+        int64_t back[1];
+        size_t n = 0;
+        assert_int_equal(delay_levels_parse(buf, back, 1, &n), MQ_OK);
+        assert_int_equal(n, 1);
+        assert_true(back[0] == cases[i].ms);
+    }
+}
+
 static void test_delay_retry_ladder_follows_rocketmq(void **state) {
     (void)state;
     int64_t lv[DELAY_LEVELS_MAX];
@@ -152,6 +172,7 @@ int main(void) {
         cmocka_unit_test(test_delay_parse_every_unit),
         cmocka_unit_test(test_delay_parse_rejects_bad_specs),
         cmocka_unit_test(test_delay_parse_respects_cap_and_arguments),
+        cmocka_unit_test(test_delay_format_round_trips_through_parse),
         cmocka_unit_test(test_delay_retry_ladder_follows_rocketmq),
         cmocka_unit_test(test_delay_retry_ladder_clamps_short_ladders),
     };
