@@ -1,13 +1,13 @@
 /*
  * delay.c - delay levels: see delay.h.  A small hand-written scanner over
  * the messageDelayLevel string (no strtol: it would accept signs and
- * leading blanks and hide overflow behind errno) and the retry ladder.
+ * leading blanks and hide overflow behind errno), its inverse for display,
+ * and the retry ladder.
  */
 #include "delay.h"
 
-#include <stdio.h>
-
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 static bool is_blank(char c) { return c == ' ' || c == '\t'; }
